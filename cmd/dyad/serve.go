@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/dyad-db/dyad/internal/api"
+	"github.com/dyad-db/dyad/internal/server"
+)
+
+// serveFlags are dyad serve's flags. Names and defaults follow etcd's.
+type serveFlags struct {
+	name                string
+	dataDir             string
+	listenClientURLs    string
+	advertiseClientURLs string
+	listenMetricsURLs   string
+	maxRequestBytes     int
+	maxTxnOps           int
+	quotaBackendBytes   int64
+	autoCompactionMode  string
+	autoCompactionRet   string
+	certFile            string
+	keyFile             string
+	trustedCAFile       string
+	clientCertAuth      bool
+	logLevel            string
+	logFormat           string
+	progressInterval    time.Duration
+	unsafeNoFsync       bool
+	shutdownGrace       time.Duration
+}
+
+func serveCmd() *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a dyad node (single node unless a peer is configured)",
+		Long: `serve runs one dyad node: a durable MVCC store behind the etcd v3 gRPC API.
+Flag names and defaults are etcd's, so existing etcd command lines, systemd
+units and manifests carry over.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.name, "name", "default", "Human-readable name for this member.")
+	fl.StringVar(&f.dataDir, "data-dir", "", "Path to the data directory (default \"${name}.dyad\"). The data file is member/snap/db, in etcd's format.")
+	fl.StringVar(&f.listenClientURLs, "listen-client-urls", "http://127.0.0.1:2379", "Comma-separated URLs to serve the etcd v3 gRPC API on. https:// URLs need --cert-file/--key-file.")
+	fl.StringVar(&f.advertiseClientURLs, "advertise-client-urls", "", "Comma-separated client URLs to advertise in MemberList (default: the listen URLs).")
+	fl.StringVar(&f.listenMetricsURLs, "listen-metrics-urls", "", "Comma-separated http URLs serving /metrics (Prometheus), /health, /livez and /readyz. Empty: not served.")
+	fl.IntVar(&f.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Largest client request accepted, in bytes; larger ones get \"etcdserver: request is too large\".")
+	fl.IntVar(&f.maxTxnOps, "max-txn-ops", 128, "Most operations allowed in one txn (per compare, success and failure list).")
+	fl.Int64Var(&f.quotaBackendBytes, "quota-backend-bytes", 0, "Size of the data file that raises the NOSPACE alarm (0: 2 GiB, etcd's default).")
+	fl.StringVar(&f.autoCompactionMode, "auto-compaction-mode", "periodic", "Auto compaction: \"periodic\" (keep a time window) or \"revision\" (keep a number of revisions).")
+	fl.StringVar(&f.autoCompactionRet, "auto-compaction-retention", "0", "Auto compaction retention: a duration or hours for periodic (\"1h\", \"30m\", \"1\"), a revision count for revision. 0 disables.")
+	fl.StringVar(&f.certFile, "cert-file", "", "Path to the client server TLS certificate.")
+	fl.StringVar(&f.keyFile, "key-file", "", "Path to the client server TLS key.")
+	fl.StringVar(&f.trustedCAFile, "trusted-ca-file", "", "Path to the CA bundle that signs client certificates (with --client-cert-auth).")
+	fl.BoolVar(&f.clientCertAuth, "client-cert-auth", false, "Require and verify client certificates signed by --trusted-ca-file (mTLS).")
+	fl.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
+	fl.StringVar(&f.logFormat, "log-format", "json", "Log format on stderr: json or text.")
+	fl.DurationVar(&f.progressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Period of progress notifications to watchers that asked for them.")
+	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long in-flight requests may finish before connections are closed.")
+	return cmd
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want json or text", format)
+}
+
+func splitURLs(s string) ([]*url.URL, error) {
+	var out []*url.URL
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		u, err := url.Parse(part)
+		if err != nil {
+			return nil, fmt.Errorf("invalid URL %q: %w", part, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return nil, fmt.Errorf("invalid URL %q: scheme must be http or https", part)
+		}
+		if u.Host == "" {
+			return nil, fmt.Errorf("invalid URL %q: no host:port", part)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func tlsConfig(f *serveFlags) (*tls.Config, error) {
+	if f.certFile == "" && f.keyFile == "" {
+		if f.clientCertAuth {
+			return nil, errors.New("--client-cert-auth needs --cert-file and --key-file")
+		}
+		return nil, nil
+	}
+	if f.certFile == "" || f.keyFile == "" {
+		return nil, errors.New("--cert-file and --key-file go together")
+	}
+	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading TLS key pair: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	if f.trustedCAFile != "" {
+		pem, err := os.ReadFile(f.trustedCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--trusted-ca-file %s holds no PEM certificate", f.trustedCAFile)
+		}
+		cfg.ClientCAs = pool
+	}
+	if f.clientCertAuth {
+		if cfg.ClientCAs == nil {
+			return nil, errors.New("--client-cert-auth needs --trusted-ca-file")
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+func runServe(parent context.Context, f *serveFlags) error {
+	log, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	clientURLs, err := splitURLs(f.listenClientURLs)
+	if err != nil {
+		return fmt.Errorf("--listen-client-urls: %w", err)
+	}
+	if len(clientURLs) == 0 {
+		return errors.New("--listen-client-urls: at least one URL is needed")
+	}
+	metricsURLs, err := splitURLs(f.listenMetricsURLs)
+	if err != nil {
+		return fmt.Errorf("--listen-metrics-urls: %w", err)
+	}
+	advertise := f.advertiseClientURLs
+	if advertise == "" {
+		advertise = f.listenClientURLs
+	}
+	advURLs, err := splitURLs(advertise)
+	if err != nil {
+		return fmt.Errorf("--advertise-client-urls: %w", err)
+	}
+	tlsCfg, err := tlsConfig(f)
+	if err != nil {
+		return err
+	}
+	for _, u := range clientURLs {
+		if u.Scheme == "https" && tlsCfg == nil {
+			return fmt.Errorf("--listen-client-urls %s is https but no --cert-file/--key-file is given", u)
+		}
+		if u.Scheme == "http" && tlsCfg != nil {
+			return fmt.Errorf("--listen-client-urls %s is http but TLS is configured: use https:// URLs", u)
+		}
+	}
+	if _, _, err := server.ParseRetention(f.autoCompactionMode, f.autoCompactionRet); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg := server.Defaults()
+	cfg.Name = f.name
+	cfg.DataDir = f.dataDir
+	if cfg.DataDir == "" {
+		cfg.DataDir = f.name + ".dyad"
+	}
+	for _, u := range advURLs {
+		cfg.ClientURLs = append(cfg.ClientURLs, u.String())
+	}
+	cfg.MaxRequestBytes = f.maxRequestBytes
+	cfg.MaxTxnOps = f.maxTxnOps
+	if f.quotaBackendBytes > 0 {
+		cfg.QuotaBackendBytes = f.quotaBackendBytes
+	}
+	cfg.AutoCompactionMode = f.autoCompactionMode
+	cfg.AutoCompactionRetention = f.autoCompactionRet
+	cfg.WatchProgressNotifyInterval = f.progressInterval
+	cfg.UnsafeNoFsync = f.unsafeNoFsync
+	cfg.Logger = log
+	cfg.Metrics = server.NewMetrics(reg)
+
+	node, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	// Listen on everything before serving anything, so a bad address fails
+	// start-up instead of half-starting.
+	var clientLns, metricsLns []net.Listener
+	closeAll := func() {
+		for _, l := range append(clientLns, metricsLns...) {
+			l.Close()
+		}
+	}
+	for _, u := range clientURLs {
+		l, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen on %s: %w", u, err)
+		}
+		clientLns = append(clientLns, l)
+	}
+	for _, u := range metricsURLs {
+		l, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen on %s: %w", u, err)
+		}
+		metricsLns = append(metricsLns, l)
+	}
+
+	grpcSrv, healthSrv := api.New(node, api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps, TLS: tlsCfg})
+	httpSrv := &http.Server{Handler: opsHandler(node, reg), ReadHeaderTimeout: 10 * time.Second}
+
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errc := make(chan error, len(clientLns)+len(metricsLns)+1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := node.Run(nodeCtx); err != nil {
+			errc <- fmt.Errorf("node stopped: %w", err)
+		}
+	}()
+	for _, l := range clientLns {
+		wg.Add(1)
+		go func(l net.Listener) {
+			defer wg.Done()
+			if err := grpcSrv.Serve(l); err != nil {
+				errc <- err
+			}
+		}(l)
+	}
+	for _, l := range metricsLns {
+		wg.Add(1)
+		go func(l net.Listener) {
+			defer wg.Done()
+			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}(l)
+	}
+	log.Info("serving", "name", f.name, "client-urls", f.listenClientURLs, "metrics-urls", f.listenMetricsURLs,
+		"tls", tlsCfg != nil, "client-cert-auth", f.clientCertAuth, "etcd-version", server.EtcdVersion, "dyad-version", Version)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", "signal")
+	case runErr = <-errc:
+		log.Error("shutting down", "err", runErr)
+	}
+	// Drain: stop taking new RPCs, let in-flight ones finish for a grace
+	// period, then close what is left; only then stop the node so that every
+	// write that was answered has been applied and synced.
+	healthSrv.Shutdown()
+	drained := make(chan struct{})
+	go func() { grpcSrv.GracefulStop(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(f.shutdownGrace):
+		grpcSrv.Stop()
+		<-drained
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	httpSrv.Shutdown(shutCtx)
+	cancel()
+	stopNode()
+	wg.Wait()
+	log.Info("stopped")
+	return runErr
+}
+
+// opsHandler serves the operational endpoints on the metrics listener.
+func opsHandler(node *server.Server, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	health := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		body := map[string]string{"health": "true", "reason": ""}
+		if err := node.Healthy(); err != nil {
+			body = map[string]string{"health": "false", "reason": err.Error()}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(body)
+	}
+	mux.HandleFunc("/health", health)
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-node.Ready():
+		default:
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if err := node.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	return mux
+}

@@ -1,0 +1,173 @@
+package mvcc
+
+import (
+	"bytes"
+
+	"github.com/google/btree"
+)
+
+// generation is one life of a key: from its creation to its deletion. The
+// last revision of an ended generation is the tombstone.
+type generation struct {
+	ver     int64 // puts in this life so far (not reduced by compaction)
+	created Revision
+	revs    []Revision
+}
+
+func (g *generation) empty() bool { return len(g.revs) == 0 }
+
+// keyIndex is every revision of one key the index still holds.
+type keyIndex struct {
+	key  []byte
+	gens []generation // never empty; the last one is the open life (possibly empty)
+}
+
+func (ki *keyIndex) put(rev Revision) {
+	g := &ki.gens[len(ki.gens)-1]
+	if g.empty() {
+		g.created = rev
+	}
+	g.revs = append(g.revs, rev)
+	g.ver++
+}
+
+// tombstone ends the open life at rev. The key must be alive.
+func (ki *keyIndex) tombstone(rev Revision) {
+	ki.put(rev)
+	ki.gens = append(ki.gens, generation{})
+}
+
+// lookup finds the key's state at atRev: its last modification, creation and
+// version there. ok is false if the key did not exist at atRev.
+func (ki *keyIndex) lookup(atRev int64) (mod, created Revision, ver int64, ok bool) {
+	for i := len(ki.gens) - 1; i >= 0; i-- {
+		g := &ki.gens[i]
+		if g.empty() {
+			continue
+		}
+		if g.revs[0].Main > atRev {
+			continue // born after atRev
+		}
+		if i < len(ki.gens)-1 && g.revs[len(g.revs)-1].Main <= atRev {
+			return mod, created, 0, false // deleted at or before atRev
+		}
+		for j := len(g.revs) - 1; j >= 0; j-- {
+			if g.revs[j].Main <= atRev {
+				return g.revs[j], g.created, g.ver - int64(len(g.revs)-1-j), true
+			}
+		}
+	}
+	return mod, created, 0, false
+}
+
+// compact drops what no read at or after atRev can need and records in keep
+// the revisions at or below atRev that must stay.
+func (ki *keyIndex) compact(atRev int64, keep map[Revision]struct{}) {
+	gi := 0
+	for gi < len(ki.gens)-1 {
+		g := &ki.gens[gi]
+		if g.revs[len(g.revs)-1].Main > atRev {
+			break
+		}
+		gi++
+	}
+	g := &ki.gens[gi]
+	ri := -1
+	for j := len(g.revs) - 1; j >= 0; j-- {
+		if g.revs[j].Main <= atRev {
+			keep[g.revs[j]] = struct{}{}
+			ri = j
+			break
+		}
+	}
+	if !g.empty() {
+		if ri > 0 {
+			g.revs = append([]Revision(nil), g.revs[ri:]...)
+		}
+		// A generation reduced to its tombstone is gone entirely.
+		if len(g.revs) == 1 && gi != len(ki.gens)-1 && g.revs[0].Main <= atRev {
+			delete(keep, g.revs[0])
+			gi++
+		}
+	}
+	ki.gens = ki.gens[gi:]
+}
+
+// keepOnly reports, without changing anything, what compact(atRev) would
+// keep (used by HashKV).
+func (ki *keyIndex) keepOnly(atRev int64, keep map[Revision]struct{}) {
+	clone := keyIndex{key: ki.key, gens: make([]generation, len(ki.gens))}
+	for i, g := range ki.gens {
+		clone.gens[i] = generation{ver: g.ver, created: g.created, revs: append([]Revision(nil), g.revs...)}
+	}
+	clone.compact(atRev, keep)
+}
+
+func (ki *keyIndex) isEmpty() bool { return len(ki.gens) == 1 && ki.gens[0].empty() }
+
+// index maps keys to their keyIndex. Not safe for concurrent use by itself;
+// Store.mu guards it.
+type index struct {
+	tree *btree.BTreeG[*keyIndex]
+}
+
+func newIndex() *index {
+	return &index{tree: btree.NewG(32, func(a, b *keyIndex) bool { return bytes.Compare(a.key, b.key) < 0 })}
+}
+
+func (x *index) get(key []byte) *keyIndex {
+	ki, _ := x.tree.Get(&keyIndex{key: key})
+	return ki
+}
+
+func (x *index) getOrCreate(key []byte) *keyIndex {
+	if ki := x.get(key); ki != nil {
+		return ki
+	}
+	ki := &keyIndex{key: append([]byte(nil), key...), gens: []generation{{}}}
+	x.tree.ReplaceOrInsert(ki)
+	return ki
+}
+
+// ascend calls fn for every keyIndex in [key, end) in key order. end == nil
+// means the single key; end == "\x00" means every key from key on.
+func (x *index) ascend(key, end []byte, fn func(ki *keyIndex) bool) {
+	if len(end) == 0 {
+		if ki := x.get(key); ki != nil {
+			fn(ki)
+		}
+		return
+	}
+	all := len(end) == 1 && end[0] == 0
+	x.tree.AscendGreaterOrEqual(&keyIndex{key: key}, func(ki *keyIndex) bool {
+		if !all && bytes.Compare(ki.key, end) >= 0 {
+			return false
+		}
+		return fn(ki)
+	})
+}
+
+func (x *index) compact(atRev int64) map[Revision]struct{} {
+	keep := make(map[Revision]struct{})
+	var drop []*keyIndex
+	x.tree.Ascend(func(ki *keyIndex) bool {
+		ki.compact(atRev, keep)
+		if ki.isEmpty() {
+			drop = append(drop, ki)
+		}
+		return true
+	})
+	for _, ki := range drop {
+		x.tree.Delete(ki)
+	}
+	return keep
+}
+
+func (x *index) keep(atRev int64) map[Revision]struct{} {
+	keep := make(map[Revision]struct{})
+	x.tree.Ascend(func(ki *keyIndex) bool {
+		ki.keepOnly(atRev, keep)
+		return true
+	})
+	return keep
+}

@@ -1,0 +1,24 @@
+// Package server owns one dyad node's state machine: it ties storage, mvcc,
+// the lessor and the watch hub together behind the operations the gRPC layer
+// calls (Range, Put, Txn, LeaseGrant, Status, Snapshot, ...).
+//
+// Write path. Every state change is a log entry (an
+// etcdserverpb.InternalRaftRequest) at a log index. Entries are proposed to
+// the single applier goroutine, which takes every queued entry as one batch,
+// applies each to mvcc and the lessor inside one storage transaction, writes
+// the log position (meta consistent_index/term) into the same transaction,
+// commits with fsync (group commit), marks the batch readable, notifies the
+// watch hub and only then answers the callers. A failed commit leaves memory
+// ahead of disk, so it stops the node: nothing in that batch was
+// acknowledged, and a restart rebuilds memory from disk.
+//
+// Read path. Reads are served by any goroutine straight from mvcc at the
+// readable (durable) revision; in a single node that is the linearizable
+// point, because every acknowledged write is durable before it is answered.
+//
+// Goroutines. Run owns all of them (applier, lease expiry, compactor, auto
+// compaction, watch hub) and returns only after each has stopped.
+//
+// Lock order: Server.mu is a leaf; it is never held across a proposal, a
+// storage transaction or a call into another package.
+package server

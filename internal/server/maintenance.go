@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"io"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Status answers Maintenance.Status.
+func (s *Server) Status(ctx context.Context) *pb.StatusResponse {
+	s.mu.Lock()
+	idx := s.appliedIdx
+	s.mu.Unlock()
+	resp := &pb.StatusResponse{
+		Header:           s.Header(s.store.ReadableRev()),
+		Version:          EtcdVersion,
+		DbSize:           s.be.Size(),
+		DbSizeInUse:      s.be.SizeInUse(),
+		Leader:           s.memberID,
+		RaftIndex:        idx,
+		RaftTerm:         s.term,
+		RaftAppliedIndex: idx,
+		DbSizeQuota:      s.cfg.QuotaBackendBytes,
+	}
+	for _, a := range s.Alarms() {
+		resp.Errors = append(resp.Errors, "memberID:"+formatID(a.MemberID)+" alarm:"+a.Alarm.String())
+	}
+	return resp
+}
+
+func formatID(id uint64) string {
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hex[id&0xf]
+		id >>= 4
+	}
+	i := 0
+	for i < 15 && b[i] == '0' {
+		i++
+	}
+	return string(b[i:])
+}
+
+// Alarm answers Maintenance.Alarm; activation and deactivation go through
+// the log.
+func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	if r.Action == pb.AlarmRequest_GET {
+		resp := &pb.AlarmResponse{Header: s.Header(s.store.ReadableRev()), Alarms: s.Alarms()}
+		return resp, nil
+	}
+	resp, err := s.propose(ctx, &pb.InternalRaftRequest{Alarm: r})
+	if err != nil {
+		return nil, err
+	}
+	out := resp.(*pb.AlarmResponse)
+	s.FillHeader(out.Header)
+	return out, nil
+}
+
+// HashKV answers Maintenance.HashKV.
+func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	h, rev, compacted, err := s.store.HashKV(r.Revision)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.HashKVResponse{Header: s.Header(s.store.ReadableRev()), Hash: h, CompactRevision: compacted, HashRevision: rev}, nil
+}
+
+// Defragment rewrites the data file to reclaim free space.
+func (s *Server) Defragment(ctx context.Context) (*pb.DefragmentResponse, error) {
+	before := s.be.Size()
+	if err := s.be.Defrag(); err != nil {
+		return nil, err
+	}
+	s.refreshGauges()
+	s.log.Info("defragmented", "size-before", before, "size-after", s.be.Size())
+	return &pb.DefragmentResponse{Header: s.Header(s.store.ReadableRev())}, nil
+}
+
+// Snapshot writes an etcd-format snapshot (bbolt file + SHA-256) to w;
+// onSize learns its total size first.
+func (s *Server) Snapshot(w io.Writer, onSize func(int64)) (int64, error) {
+	return s.be.Snapshot(w, onSize)
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the node's Prometheus series. Names follow etcd's wherever the
+// meaning is the same, so that existing etcd alerts and dashboards work.
+type Metrics struct {
+	HasLeader        prometheus.Gauge
+	IsLeader         prometheus.Gauge
+	LeaderChanges    prometheus.Counter
+	ProposalsApplied prometheus.Counter
+	ProposalsFailed  prometheus.Counter
+	ProposalsPending prometheus.Gauge
+	FsyncDuration    prometheus.Histogram
+	CommitDuration   prometheus.Histogram
+	DBSize           prometheus.Gauge
+	DBSizeInUse      prometheus.Gauge
+	QuotaBytes       prometheus.Gauge
+	Keys             prometheus.Gauge
+	Revision         prometheus.Gauge
+	CompactRevision  prometheus.Gauge
+	Puts             prometheus.Counter
+	Deletes          prometheus.Counter
+	Txns             prometheus.Counter
+	Ranges           prometheus.Counter
+	Leases           prometheus.Gauge
+	BatchSize        prometheus.Histogram
+}
+
+// NewMetrics creates the series and registers them on reg (nil: not
+// registered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	durBuckets := prometheus.ExponentialBuckets(0.001, 2, 14)
+	m := &Metrics{
+		HasLeader:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_server_has_leader", Help: "Whether or not a leader (dyad: a primary) exists. 1 is existence, 0 is not."}),
+		IsLeader:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_server_is_leader", Help: "Whether or not this member is the leader (dyad: the primary). 1 if is, 0 otherwise."}),
+		LeaderChanges:    prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_server_leader_changes_seen_total", Help: "The number of leader (dyad: primary) changes seen."}),
+		ProposalsApplied: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_server_proposals_applied_total", Help: "The total number of log entries applied."}),
+		ProposalsFailed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_server_proposals_failed_total", Help: "The total number of failed proposals seen."}),
+		ProposalsPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_server_proposals_pending", Help: "The current number of pending proposals to commit."}),
+		FsyncDuration:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcd_disk_wal_fsync_duration_seconds", Help: "The latency distributions of fsync called by the log (dyad: one per group commit).", Buckets: durBuckets}),
+		CommitDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcd_disk_backend_commit_duration_seconds", Help: "The latency distributions of commit called by backend.", Buckets: durBuckets}),
+		DBSize:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_db_total_size_in_bytes", Help: "Total size of the underlying database physically allocated in bytes."}),
+		DBSizeInUse:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_db_total_size_in_use_in_bytes", Help: "Total size of the underlying database logically in use in bytes."}),
+		QuotaBytes:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_server_quota_backend_bytes", Help: "Current backend storage quota size in bytes."}),
+		Keys:             prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_debugging_mvcc_keys_total", Help: "Total number of keys."}),
+		Revision:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_current_revision", Help: "The current revision of store."}),
+		CompactRevision:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_compact_revision", Help: "The revision of the last compaction in store."}),
+		Puts:             prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_mvcc_put_total", Help: "Total number of puts seen by this member."}),
+		Deletes:          prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_mvcc_delete_total", Help: "Total number of deletes seen by this member."}),
+		Txns:             prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_mvcc_txn_total", Help: "Total number of txns seen by this member."}),
+		Ranges:           prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_mvcc_range_total", Help: "Total number of ranges seen by this member."}),
+		Leases:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_leases", Help: "Number of leases."}),
+		BatchSize:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_apply_batch_entries", Help: "Log entries per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
+			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
+			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)
+	}
+	return m
+}

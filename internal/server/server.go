@@ -1,0 +1,366 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/dyad-db/dyad/internal/lease"
+	"github.com/dyad-db/dyad/internal/mvcc"
+	"github.com/dyad-db/dyad/internal/storage"
+	"github.com/dyad-db/dyad/internal/watch"
+)
+
+// EtcdVersion is the etcd version dyad reports. It must be a plain release
+// of at least 3.5.13 (no pre-release suffix): kube-apiserver then relies on
+// progress notifications, which dyad implements with etcd's semantics.
+const EtcdVersion = "3.5.17"
+
+// Config configures one node.
+type Config struct {
+	Name    string
+	DataDir string
+	// ClientURLs are advertised in MemberList.
+	ClientURLs []string
+	PeerURLs   []string
+
+	MaxRequestBytes   int
+	MaxTxnOps         int
+	QuotaBackendBytes int64
+
+	AutoCompactionMode      string // "periodic" or "revision"
+	AutoCompactionRetention string // duration or hours ("periodic"), revisions ("revision")
+
+	// WatchProgressNotifyInterval is the period of progress_notify.
+	WatchProgressNotifyInterval time.Duration
+	// MinLeaseTTL in seconds (etcd: 2 with its default election timeout).
+	MinLeaseTTL int64
+	// UnsafeNoFsync disables fsync (benchmarks of upper layers only).
+	UnsafeNoFsync bool
+
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// Defaults returns etcd's defaults.
+func Defaults() Config {
+	return Config{
+		Name:                        "default",
+		MaxRequestBytes:             1.5 * 1024 * 1024,
+		MaxTxnOps:                   128,
+		QuotaBackendBytes:           2 * 1024 * 1024 * 1024,
+		AutoCompactionMode:          "periodic",
+		AutoCompactionRetention:     "0",
+		WatchProgressNotifyInterval: 10 * time.Minute,
+		MinLeaseTTL:                 2,
+	}
+}
+
+// DBPath is where a data dir keeps its data file (etcd's layout).
+func DBPath(dataDir string) string { return filepath.Join(dataDir, "member", "snap", "db") }
+
+// dyad's own keys in etcd's meta bucket (etcd ignores unknown keys).
+var (
+	metaClusterID = []byte("dyad_cluster_id")
+	metaMemberID  = []byte("dyad_member_id")
+)
+
+// Server is one node's state machine.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	m       *Metrics
+	be      *storage.Backend
+	store   *mvcc.Store
+	lessor  *lease.Lessor
+	hub     *watch.Hub
+	leaseID *lease.IDGen
+
+	clusterID uint64
+	memberID  uint64
+	term      uint64 // epoch term of this run; persisted before first use
+
+	proposals chan *proposal
+	compactc  chan compactJob
+	stopped   chan struct{} // closed when the applier has stopped
+	readyc    chan struct{} // closed when Run has started everything
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	appliedIdx uint64
+	alarms     map[pb.AlarmType]bool
+	fatal      error
+}
+
+// New opens (or creates) the data dir and rebuilds the node's state.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = cfg.Name + ".dyad"
+	}
+	s := &Server{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		m:         cfg.Metrics,
+		lessor:    lease.New(cfg.MinLeaseTTL, nil),
+		proposals: make(chan *proposal, 4096),
+		compactc:  make(chan compactJob, 16),
+		stopped:   make(chan struct{}),
+		readyc:    make(chan struct{}),
+		alarms:    map[pb.AlarmType]bool{},
+	}
+	be, err := storage.Open(DBPath(cfg.DataDir), storage.Options{
+		NoSync: cfg.UnsafeNoFsync,
+		OnCommit: func(d time.Duration) {
+			s.m.CommitDuration.Observe(d.Seconds())
+			s.m.FsyncDuration.Observe(d.Seconds())
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.be = be
+	if err := s.bootstrap(); err != nil {
+		be.Close()
+		return nil, err
+	}
+	store, err := mvcc.Open(be, s.lessor)
+	if err != nil {
+		be.Close()
+		return nil, err
+	}
+	s.store = store
+	if err := be.View(s.lessor.Load); err != nil {
+		be.Close()
+		return nil, err
+	}
+	if err := store.AttachLeases(s.lessor); err != nil {
+		be.Close()
+		return nil, err
+	}
+	s.leaseID = lease.NewIDGen(s.memberID, time.Now())
+	s.hub = watch.NewHub(store, watch.Options{ProgressInterval: cfg.WatchProgressNotifyInterval})
+	s.m.QuotaBytes.Set(float64(cfg.QuotaBackendBytes))
+	s.m.HasLeader.Set(1)
+	s.m.IsLeader.Set(1)
+	s.refreshGauges()
+	rev, _, compacted := store.Revs()
+	s.log.Info("store opened", "data-dir", cfg.DataDir, "revision", rev, "compact-revision", compacted,
+		"applied-index", s.appliedIdx, "term", s.term, "leases", s.lessor.Count(),
+		"cluster-id", fmt.Sprintf("%x", s.clusterID), "member-id", fmt.Sprintf("%x", s.memberID))
+	return s, nil
+}
+
+// bootstrap reads or creates the node's identity, alarms and log position,
+// and persists a new term for this run before anything is acknowledged.
+func (s *Server) bootstrap() error {
+	return s.be.Update(func(tx storage.WriteTx) error {
+		s.clusterID = storage.Uint64(tx.Get(storage.BucketMeta, metaClusterID))
+		s.memberID = storage.Uint64(tx.Get(storage.BucketMeta, metaMemberID))
+		if s.memberID == 0 {
+			s.memberID = randomID()
+			if err := tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID)); err != nil {
+				return err
+			}
+		}
+		if s.clusterID == 0 {
+			s.clusterID = randomID()
+			if err := tx.Put(storage.BucketMeta, metaClusterID, storage.PutUint64(s.clusterID)); err != nil {
+				return err
+			}
+		}
+		s.appliedIdx = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
+		s.term = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaTerm)) + 1
+		if err := tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term)); err != nil {
+			return err
+		}
+		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(s.appliedIdx)); err != nil {
+			return err
+		}
+		// etcd 3.6 recognises a 3.5-schema file by confState + term; the
+		// single voter is this member.
+		cs, _ := json.Marshal(map[string]any{"voters": []uint64{s.memberID}, "auto_leave": false})
+		if err := tx.Put(storage.BucketMeta, storage.MetaConfState, cs); err != nil {
+			return err
+		}
+		return tx.Scan(storage.BucketAlarm, nil, nil, func(k, _ []byte) (bool, error) {
+			var am pb.AlarmMember
+			if err := am.Unmarshal(k); err != nil {
+				return false, fmt.Errorf("%w: alarm: %v", storage.ErrCorrupt, err)
+			}
+			s.alarms[am.Alarm] = true
+			return true, nil
+		})
+	})
+}
+
+func randomID() uint64 {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err) // crypto/rand never fails on Linux
+		}
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
+
+// Run starts the node's goroutines and blocks until ctx is done and every
+// one of them has stopped.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	run := func(f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				select {
+				case errc <- err:
+				default:
+				}
+				cancel()
+			}
+		}()
+	}
+	run(func(ctx context.Context) error { s.hub.Run(ctx); return nil })
+	run(s.applier)
+	run(s.compactor)
+	run(s.leaseExpiry)
+	run(s.autoCompact)
+	run(s.gaugeLoop)
+	close(s.readyc)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// Close releases the data file. Call after Run has returned.
+func (s *Server) Close() error { return s.be.Close() }
+
+// Hub is the node's watch hub.
+func (s *Server) Hub() *watch.Hub { return s.hub }
+
+// Store is the node's key space (read-only use).
+func (s *Server) Store() *mvcc.Store { return s.store }
+
+// Lessor is the node's lessor.
+func (s *Server) Lessor() *lease.Lessor { return s.lessor }
+
+// Config returns the configuration in force.
+func (s *Server) Config() Config { return s.cfg }
+
+// IDs returns the cluster and member IDs.
+func (s *Server) IDs() (cluster, member uint64) { return s.clusterID, s.memberID }
+
+// Term is the node's current epoch term.
+func (s *Server) Term() uint64 { return s.term }
+
+// FillHeader sets the identity fields of a response header.
+func (s *Server) FillHeader(h *pb.ResponseHeader) {
+	if h == nil {
+		return
+	}
+	h.ClusterId = s.clusterID
+	h.MemberId = s.memberID
+	h.RaftTerm = s.term
+}
+
+// Header returns a filled header at rev.
+func (s *Server) Header(rev int64) *pb.ResponseHeader {
+	h := &pb.ResponseHeader{Revision: rev}
+	s.FillHeader(h)
+	return h
+}
+
+// Healthy reports nil when the node can serve: not stopped by a fatal
+// storage error, and no alarm raised.
+func (s *Server) Healthy() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fatal != nil {
+		return s.fatal
+	}
+	for a, on := range s.alarms {
+		if on {
+			return fmt.Errorf("alarm %s raised", a)
+		}
+	}
+	return nil
+}
+
+// Alarms lists the raised alarms.
+func (s *Server) Alarms() []*pb.AlarmMember {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*pb.AlarmMember
+	for a, on := range s.alarms {
+		if on {
+			out = append(out, &pb.AlarmMember{MemberID: s.memberID, Alarm: a})
+		}
+	}
+	return out
+}
+
+func (s *Server) alarmOn(a pb.AlarmType) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alarms[a]
+}
+
+// Ready is closed once Run has started every goroutine.
+func (s *Server) Ready() <-chan struct{} { return s.readyc }
+
+func (s *Server) refreshGauges() {
+	s.m.DBSize.Set(float64(s.be.Size()))
+	s.m.DBSizeInUse.Set(float64(s.be.SizeInUse()))
+	readable, _, compacted := s.store.Revs()
+	s.m.Revision.Set(float64(readable))
+	s.m.CompactRevision.Set(float64(compacted))
+	s.m.Leases.Set(float64(s.lessor.Count()))
+}
+
+func (s *Server) gaugeLoop(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			s.refreshGauges()
+		}
+	}
+}
+
+// errStopped is what callers get once the node is shutting down.
+var errStopped = rpctypes.ErrGRPCStopped
+
+// exists is a tiny helper for tests and the CLI.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,0 +1,449 @@
+package storage
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names of etcd's backend schema. dyad writes the same buckets so that
+// etcdutl and etcd itself can read a dyad snapshot.
+var (
+	BucketKey            = []byte("key")
+	BucketMeta           = []byte("meta")
+	BucketLease          = []byte("lease")
+	BucketAlarm          = []byte("alarm")
+	BucketCluster        = []byte("cluster")
+	BucketMembers        = []byte("members")
+	BucketMembersRemoved = []byte("members_removed")
+	BucketAuth           = []byte("auth")
+	BucketAuthUsers      = []byte("authUsers")
+	BucketAuthRoles      = []byte("authRoles")
+
+	allBuckets = [][]byte{BucketKey, BucketMeta, BucketLease, BucketAlarm, BucketCluster,
+		BucketMembers, BucketMembersRemoved, BucketAuth, BucketAuthUsers, BucketAuthRoles}
+)
+
+// Meta keys shared with etcd's schema.
+var (
+	MetaConsistentIndex = []byte("consistent_index")
+	MetaTerm            = []byte("term")
+	MetaConfState       = []byte("confState")
+	MetaScheduledCompct = []byte("scheduledCompactRev")
+	MetaFinishedCompact = []byte("finishedCompactRev")
+)
+
+// ErrCorrupt reports a data file whose contents fail a consistency check.
+var ErrCorrupt = errors.New("storage: data file is corrupt")
+
+// ReadTx reads one consistent view of the backend.
+type ReadTx interface {
+	// Get returns the value of key in bucket, or nil.
+	Get(bucket, key []byte) []byte
+	// Scan calls fn for keys in [from, to) in order (to == nil: to the end)
+	// until fn returns false or an error.
+	Scan(bucket, from, to []byte, fn func(k, v []byte) (bool, error)) error
+	// ScanReverse is Scan from the end backwards.
+	ScanReverse(bucket, from, to []byte, fn func(k, v []byte) (bool, error)) error
+}
+
+// WriteTx is a ReadTx that can also change the backend.
+type WriteTx interface {
+	ReadTx
+	Put(bucket, key, value []byte) error
+	Delete(bucket, key []byte) error
+}
+
+// Options tune the backend.
+type Options struct {
+	// NoSync disables fsync. Only for benchmarks of the layers above.
+	NoSync bool
+	// InitialMmapSize pre-sizes the memory map so that readers rarely block
+	// on remapping as the file grows.
+	InitialMmapSize int
+	// OnCommit, when set, observes each commit's duration (metrics).
+	OnCommit func(time.Duration)
+}
+
+// Backend is the durable store. Safe for concurrent use.
+type Backend struct {
+	path string
+	opts Options
+
+	// swap guards db. Transactions hold it for reading; Defrag holds it
+	// for writing while it replaces the file.
+	swap sync.RWMutex
+	db   *bolt.DB
+}
+
+// Open opens or creates the data file at path and makes sure every bucket of
+// the schema exists.
+func Open(path string, opts Options) (*Backend, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	db, err := openBolt(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{path: path, opts: opts, db: db}
+	if err := b.Update(func(tx WriteTx) error {
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func openBolt(path string, opts Options) (*bolt.DB, error) {
+	mmap := opts.InitialMmapSize
+	if mmap == 0 {
+		mmap = 64 << 20
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         5 * time.Second,
+		NoSync:          opts.NoSync,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: mmap,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Path is the data file's path.
+func (b *Backend) Path() string { return b.path }
+
+// View runs fn in a read-only transaction.
+func (b *Backend) View(fn func(tx ReadTx) error) error {
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+// Update runs fn in a read-write transaction and commits it durably (fsync)
+// before returning. If fn fails nothing is written.
+func (b *Backend) Update(fn func(tx WriteTx) error) error {
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	tx, err := b.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	if err := fn(boltTx{tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	start := time.Now()
+	err = tx.Commit()
+	if b.opts.OnCommit != nil {
+		b.opts.OnCommit(time.Since(start))
+	}
+	return err
+}
+
+// Size is the size of the data file in bytes (etcd's dbSize).
+func (b *Backend) Size() int64 {
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	var n int64
+	b.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
+
+// SizeInUse is the part of the file holding live pages (etcd's dbSizeInUse).
+func (b *Backend) SizeInUse() int64 {
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	var n int64
+	b.db.View(func(tx *bolt.Tx) error {
+		st := b.db.Stats()
+		n = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(b.db.Info().PageSize)
+		return nil
+	})
+	return n
+}
+
+// Snapshot writes a consistent copy of the whole data file to w, followed by
+// the SHA-256 of everything written before it: etcd's snapshot format.
+// onSize, if set, learns the total size before the first byte is written.
+func (b *Backend) Snapshot(w io.Writer, onSize func(total int64)) (int64, error) {
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	h := sha256.New()
+	var n int64
+	err := b.db.View(func(tx *bolt.Tx) error {
+		if onSize != nil {
+			onSize(tx.Size() + sha256.Size)
+		}
+		var err error
+		n, err = tx.WriteTo(io.MultiWriter(w, h))
+		return err
+	})
+	if err != nil {
+		return n, err
+	}
+	m, err := w.Write(h.Sum(nil))
+	return n + int64(m), err
+}
+
+// Defrag rewrites the data file compactly and swaps it in. Every transaction
+// waits while it runs.
+func (b *Backend) Defrag() error {
+	b.swap.Lock()
+	defer b.swap.Unlock()
+	tmp := b.path + ".defrag"
+	os.Remove(tmp)
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return err
+	}
+	if err := bolt.Compact(dst, b.db, 64<<20); err != nil {
+		dst.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("defrag: %w", err)
+	}
+	if err := dst.Sync(); err != nil {
+		dst.Close()
+		return err
+	}
+	dst.Close()
+	if err := b.db.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, b.path); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(b.path)); err != nil {
+		return err
+	}
+	db, err := openBolt(b.path, b.opts)
+	if err != nil {
+		return err
+	}
+	b.db = db
+	return nil
+}
+
+// Close closes the data file.
+func (b *Backend) Close() error {
+	b.swap.Lock()
+	defer b.swap.Unlock()
+	return b.db.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// VerifySnapshot checks the SHA-256 trailer of an etcd-format snapshot file
+// and returns the length of the database part.
+func VerifySnapshot(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := st.Size()
+	if size%512 != sha256.Size {
+		// bbolt files are a whole number of pages; anything else after
+		// them has to be exactly the trailer.
+		return 0, fmt.Errorf("%w: snapshot %s has no SHA-256 trailer", ErrCorrupt, path)
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, size-sha256.Size); err != nil {
+		return 0, err
+	}
+	want := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(f, want); err != nil {
+		return 0, err
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return 0, fmt.Errorf("%w: snapshot %s fails its SHA-256 check", ErrCorrupt, path)
+	}
+	return size - sha256.Size, nil
+}
+
+// RestoreSnapshot installs the database part of a verified etcd-format
+// snapshot as the data file at dst, durably. dst must not exist.
+func RestoreSnapshot(snapshot, dst string) error {
+	n, err := VerifySnapshot(snapshot)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dst); err == nil {
+		return fmt.Errorf("restore: %s already exists", dst)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	in, err := os.Open(snapshot)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".restore"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.CopyN(out, in, n); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	// Check that it really is a bbolt file before it becomes the data file.
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(BucketKey) == nil || tx.Bucket(BucketMeta) == nil {
+			return fmt.Errorf("%w: snapshot lacks etcd's key/meta buckets", ErrCorrupt)
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dst))
+}
+
+// PutUint64 and Uint64 encode meta counters as etcd does (big endian).
+func PutUint64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+// Uint64 decodes a big-endian counter; nil or short input decodes as 0.
+func Uint64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+type boltTx struct{ tx *bolt.Tx }
+
+func (t boltTx) Get(bucket, key []byte) []byte {
+	bk := t.tx.Bucket(bucket)
+	if bk == nil {
+		return nil
+	}
+	return bk.Get(key)
+}
+
+func (t boltTx) Scan(bucket, from, to []byte, fn func(k, v []byte) (bool, error)) error {
+	bk := t.tx.Bucket(bucket)
+	if bk == nil {
+		return nil
+	}
+	c := bk.Cursor()
+	var k, v []byte
+	if from == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(from)
+	}
+	for ; k != nil; k, v = c.Next() {
+		if to != nil && bytes.Compare(k, to) >= 0 {
+			return nil
+		}
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t boltTx) ScanReverse(bucket, from, to []byte, fn func(k, v []byte) (bool, error)) error {
+	bk := t.tx.Bucket(bucket)
+	if bk == nil {
+		return nil
+	}
+	c := bk.Cursor()
+	var k, v []byte
+	if to == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Seek(to)
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+	}
+	for ; k != nil; k, v = c.Prev() {
+		if from != nil && bytes.Compare(k, from) < 0 {
+			return nil
+		}
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t boltTx) Put(bucket, key, value []byte) error {
+	bk := t.tx.Bucket(bucket)
+	if bk == nil {
+		return fmt.Errorf("storage: no bucket %q", bucket)
+	}
+	return bk.Put(key, value)
+}
+
+func (t boltTx) Delete(bucket, key []byte) error {
+	bk := t.tx.Bucket(bucket)
+	if bk == nil {
+		return nil
+	}
+	return bk.Delete(key)
+}
