@@ -78,7 +78,9 @@ units and manifests carry over.`,
 	fl.BoolVar(&f.clientCertAuth, "client-cert-auth", false, "Require and verify client certificates signed by --trusted-ca-file (mTLS).")
 	fl.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	fl.StringVar(&f.logFormat, "log-format", "json", "Log format on stderr: json or text.")
-	fl.DurationVar(&f.progressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Period of progress notifications to watchers that asked for them.")
+	fl.DurationVar(&f.progressInterval, "watch-progress-notify-interval", 10*time.Minute, "Period of progress notifications to watchers that asked for them.")
+	fl.DurationVar(&f.progressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Old etcd name of --watch-progress-notify-interval.")
+	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long in-flight requests may finish before connections are closed.")
 	return cmd
