@@ -18,8 +18,9 @@ func (g *generation) empty() bool { return len(g.revs) == 0 }
 
 // keyIndex is every revision of one key the index still holds.
 type keyIndex struct {
-	key  []byte
-	gens []generation // never empty; the last one is the open life (possibly empty)
+	key   []byte
+	gens  []generation // never empty; the last one is the open life (possibly empty)
+	lease int64        // lease of the newest revision (0 if none or deleted)
 }
 
 func (ki *keyIndex) put(rev Revision) {

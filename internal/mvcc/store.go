@@ -72,6 +72,7 @@ func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
 				return false, fmt.Errorf("%w: revision %d: %v", storage.ErrCorrupt, rev.Main, err)
 			}
 			ki := s.idx.getOrCreate(kv.Key)
+			ki.lease = kv.Lease // a tombstone's value has no lease
 			if tomb {
 				if !ki.gens[len(ki.gens)-1].empty() {
 					ki.tombstone(rev)
@@ -116,33 +117,14 @@ func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
 }
 
 // AttachLeases reports every live key's lease to t (after a restart).
-func (s *Store) AttachLeases(t LeaseTracker) error {
+func (s *Store) AttachLeases(t LeaseTracker) {
 	s.mu.RLock()
-	rev := s.readableRev
-	type pair struct {
-		key []byte
-		mod Revision
-	}
-	var live []pair
+	defer s.mu.RUnlock()
 	s.idx.tree.Ascend(func(ki *keyIndex) bool {
-		if mod, _, _, ok := ki.lookup(rev); ok {
-			live = append(live, pair{ki.key, mod})
+		if ki.lease != 0 && !ki.gens[len(ki.gens)-1].empty() {
+			t.Attach(ki.lease, ki.key)
 		}
 		return true
-	})
-	s.mu.RUnlock()
-	return s.be.View(func(tx storage.ReadTx) error {
-		for _, p := range live {
-			v := tx.Get(storage.BucketKey, RevBytes(p.mod))
-			var kv mvccpb.KeyValue
-			if err := kv.Unmarshal(v); err != nil {
-				return fmt.Errorf("%w: %v", storage.ErrCorrupt, err)
-			}
-			if kv.Lease != 0 {
-				t.Attach(kv.Lease, kv.Key)
-			}
-		}
-		return nil
 	})
 }
 

@@ -84,6 +84,7 @@ func (w *WriteTxn) Put(key, value []byte, lease int64) (*mvccpb.KeyValue, error)
 	w.s.mu.Lock()
 	ki := w.s.idx.getOrCreate(key)
 	ki.put(rev)
+	ki.lease = lease
 	w.s.currentRev = rev.Main
 	w.s.mu.Unlock()
 	if w.s.leases != nil {
@@ -130,6 +131,7 @@ func (w *WriteTxn) delete(prev *mvccpb.KeyValue) error {
 		return fmt.Errorf("mvcc: deleting %q which the index does not hold", prev.Key)
 	}
 	ki.tombstone(rev)
+	ki.lease = 0
 	w.s.currentRev = rev.Main
 	w.s.mu.Unlock()
 	if w.s.leases != nil && prev.Lease != 0 {

@@ -150,10 +150,7 @@ func New(cfg Config) (*Server, error) {
 		be.Close()
 		return nil, err
 	}
-	if err := store.AttachLeases(s.lessor); err != nil {
-		be.Close()
-		return nil, err
-	}
+	store.AttachLeases(s.lessor)
 	s.leaseID = lease.NewIDGen(s.memberID, time.Now())
 	s.hub = watch.NewHub(store, watch.Options{ProgressInterval: cfg.WatchProgressNotifyInterval})
 	s.m.QuotaBytes.Set(float64(cfg.QuotaBackendBytes))
