@@ -309,7 +309,8 @@ type Event = mvccpb.Event
 
 // History returns the events with revisions in [from, to], in order, at most
 // limit revisions' worth (0: no limit; a revision is never split). It fails
-// with ErrCompacted if from is at or below the compaction point.
+// with ErrCompacted if from is below the compaction point; from equal to it
+// is served, as etcd serves a watch starting at the compaction revision.
 func (s *Store) History(from, to int64, limit int) ([]Event, int64, error) {
 	var evs []Event
 	last := int64(0)
@@ -320,7 +321,7 @@ func (s *Store) History(from, to int64, limit int) ([]Event, int64, error) {
 			to = s.readableRev
 		}
 		s.mu.RUnlock()
-		if from <= compacted {
+		if from < compacted {
 			return ErrCompacted
 		}
 		revs := 0

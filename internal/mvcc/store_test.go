@@ -196,7 +196,7 @@ func TestCompaction(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("revisions on disk after compaction = %d, want 2", n)
 	}
-	if _, _, err := s.History(5, 6, 0); err != ErrCompacted {
+	if _, _, err := s.History(4, 6, 0); err != ErrCompacted {
 		t.Fatalf("history from compacted rev: %v", err)
 	}
 	evs, last, err := s.History(6, 6, 0)

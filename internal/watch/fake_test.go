@@ -348,7 +348,7 @@ func sameEvents(t *testing.T, what string, got, want []mvccpb.Event) {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Type != w.Type || !g.Kv.Equal(w.Kv) || !g.PrevKv.Equal(w.PrevKv) {
+		if g.Type != w.Type || !kvEqual(g.Kv, w.Kv) || !kvEqual(g.PrevKv, w.PrevKv) {
 			t.Fatalf("%s: event %d: got %v (prev %v), want %v (prev %v)", what, i, g, g.PrevKv, w, w.PrevKv)
 		}
 	}
@@ -363,4 +363,12 @@ func evStr(evs []mvccpb.Event) string {
 		}
 	}
 	return b.String()
+}
+
+func kvEqual(a, b *mvccpb.KeyValue) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value) && a.CreateRevision == b.CreateRevision &&
+		a.ModRevision == b.ModRevision && a.Version == b.Version && a.Lease == b.Lease
 }
