@@ -244,7 +244,15 @@ func (s *Server) apply(tx storage.WriteTx, req *pb.InternalRaftRequest) (applyRe
 		r.resp = resp
 		return r, nil, nil, nil
 	}
-	r.err = fmt.Errorf("dyad: unsupported log entry")
+	resp, rerr, err := s.auth.Apply(tx, req)
+	if err != nil {
+		return r, nil, nil, err
+	}
+	if resp == nil && rerr == nil {
+		r.err = fmt.Errorf("dyad: unsupported log entry")
+		return r, nil, nil, nil
+	}
+	r.resp, r.err = resp, rerr
 	return r, nil, nil, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/dyad-db/dyad/internal/auth"
 	"github.com/dyad-db/dyad/internal/lease"
 	"github.com/dyad-db/dyad/internal/mvcc"
 	"github.com/dyad-db/dyad/internal/storage"
@@ -84,6 +85,7 @@ type Server struct {
 	be      *storage.Backend
 	store   *mvcc.Store
 	lessor  *lease.Lessor
+	auth    *auth.Store
 	hub     *watch.Hub
 	leaseID *lease.IDGen
 
@@ -119,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 		log:       cfg.Logger,
 		m:         cfg.Metrics,
 		lessor:    lease.New(cfg.MinLeaseTTL, nil),
+		auth:      auth.New(),
 		proposals: make(chan *proposal, 4096),
 		compactc:  make(chan compactJob, 16),
 		stopped:   make(chan struct{}),
@@ -147,6 +150,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.store = store
 	if err := be.View(s.lessor.Load); err != nil {
+		be.Close()
+		return nil, err
+	}
+	if err := be.View(s.auth.Load); err != nil {
 		be.Close()
 		return nil, err
 	}
