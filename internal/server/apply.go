@@ -564,23 +564,17 @@ func (s *Server) applyAlarm(tx storage.WriteTx, a *pb.AlarmRequest) (*pb.AlarmRe
 
 // leaseExpiry revokes expired leases through the log.
 func (s *Server) leaseExpiry(ctx context.Context) error {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	every(ctx, 250*time.Millisecond, func() {
 		for _, id := range s.lessor.Expired(64) {
 			_, err := s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 			if err != nil && err != rpctypes.ErrGRPCLeaseNotFound {
 				s.lessor.Unmark(id)
 				if ctx.Err() != nil {
-					return nil
+					return
 				}
 				s.log.Warn("lease expiry failed; will retry", "lease", id, "err", err)
 			}
 		}
-	}
+	})
+	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -348,23 +347,23 @@ func (s *Server) refreshGauges() {
 }
 
 func (s *Server) gaugeLoop(ctx context.Context) error {
-	t := time.NewTicker(5 * time.Second)
+	every(ctx, 5*time.Second, s.refreshGauges)
+	return nil
+}
+
+// every calls fn each period until ctx is done.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
-			s.refreshGauges()
+			fn()
 		}
 	}
 }
 
 // errStopped is what callers get once the node is shutting down.
 var errStopped = rpctypes.ErrGRPCStopped
-
-// exists is a tiny helper for tests and the CLI.
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}

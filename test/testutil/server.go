@@ -290,6 +290,13 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 }
 
 func (s *Server) probe() error {
+	// Cheap check first: a gRPC dial with WithBlock to a closed port waits
+	// out its whole DialTimeout, which would dominate fast startups.
+	conn, err := net.DialTimeout("tcp", s.HostPort(), 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	conn.Close()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{s.Endpoint()},
 		DialTimeout: time.Second,

@@ -35,8 +35,9 @@ func TestPeersBinEnvOverride(t *testing.T) {
 	}
 }
 
-// TestServerLifecycle starts the default target, writes, restarts it and
-// reads the write back, then stops it cleanly with SIGTERM.
+// TestServerLifecycle starts the default target (DYAD_TEST_TARGET, else
+// dyad), checks its health endpoints, writes, restarts it and reads the
+// write back, then stops it cleanly with SIGTERM.
 func TestServerLifecycle(t *testing.T) {
 	s := Start(t, TargetFromEnv(""))
 	cli := s.Client(t)
@@ -48,6 +49,12 @@ func TestServerLifecycle(t *testing.T) {
 	code, body, err := s.HTTPGet(ctx, "/health")
 	if err != nil || code != 200 {
 		t.Fatalf("GET /health = %d %q, %v; want 200", code, body, err)
+	}
+	if s.Kind() == KindDyad {
+		// etcd 3.4 has no /readyz; dyad must serve it.
+		if code, body, err := s.HTTPGet(ctx, "/readyz"); err != nil || code != 200 {
+			t.Fatalf("GET /readyz = %d %q, %v; want 200", code, body, err)
+		}
 	}
 	if err := s.Restart(); err != nil {
 		t.Fatalf("Restart: %v", err)
