@@ -61,7 +61,8 @@ func checkTxn(r *pb.TxnRequest, maxOps int) error {
 	}
 	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
 		for _, op := range ops {
-			if err := checkOp(op, maxOps); err != nil {
+			// etcd gives nested txns what is left of the budget.
+			if err := checkOp(op, maxOps-n); err != nil {
 				return err
 			}
 		}

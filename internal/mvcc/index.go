@@ -61,19 +61,23 @@ func (ki *keyIndex) lookup(atRev int64) (mod, created Revision, ver int64, ok bo
 	return mod, created, 0, false
 }
 
-// compact drops what no read at or after atRev can need and records in keep
-// the revisions at or below atRev that must stay.
-func (ki *keyIndex) compact(atRev int64, keep map[Revision]struct{}) {
-	gi := 0
+// doCompact finds what compaction at atRev keeps of ki: the first
+// generation whose tombstone is at or after atRev (or the open one), and in
+// it the newest revision at or below atRev, which it adds to keep. ri is -1
+// if that generation has no revision at or below atRev.
+//
+// A tombstone exactly at atRev is kept, as etcd does since 3.5.16: a watch
+// from the compaction revision still sees the delete.
+func (ki *keyIndex) doCompact(atRev int64, keep map[Revision]struct{}) (gi, ri int) {
 	for gi < len(ki.gens)-1 {
 		g := &ki.gens[gi]
-		if g.revs[len(g.revs)-1].Main > atRev {
+		if g.revs[len(g.revs)-1].Main >= atRev {
 			break
 		}
 		gi++
 	}
 	g := &ki.gens[gi]
-	ri := -1
+	ri = -1
 	for j := len(g.revs) - 1; j >= 0; j-- {
 		if g.revs[j].Main <= atRev {
 			keep[g.revs[j]] = struct{}{}
@@ -81,27 +85,28 @@ func (ki *keyIndex) compact(atRev int64, keep map[Revision]struct{}) {
 			break
 		}
 	}
-	if !g.empty() {
-		if ri > 0 {
-			g.revs = append([]Revision(nil), g.revs[ri:]...)
-		}
-		// A generation reduced to its tombstone is gone entirely.
-		if len(g.revs) == 1 && gi != len(ki.gens)-1 && g.revs[0].Main <= atRev {
-			delete(keep, g.revs[0])
-			gi++
-		}
+	return gi, ri
+}
+
+// compact drops what no read at or after atRev can need and records in keep
+// the revisions at or below atRev that must stay.
+func (ki *keyIndex) compact(atRev int64, keep map[Revision]struct{}) {
+	gi, ri := ki.doCompact(atRev, keep)
+	if g := &ki.gens[gi]; ri > 0 {
+		g.revs = append([]Revision(nil), g.revs[ri:]...)
 	}
 	ki.gens = ki.gens[gi:]
 }
 
-// keepOnly reports, without changing anything, what compact(atRev) would
-// keep (used by HashKV).
+// keepOnly records, without changing anything, the revisions that HashKV
+// at atRev counts below the compaction line. Unlike compact it leaves out a
+// tombstone at exactly atRev, as etcd's keep does, so that hashes agree
+// with etcd versions that dropped such tombstones.
 func (ki *keyIndex) keepOnly(atRev int64, keep map[Revision]struct{}) {
-	clone := keyIndex{key: ki.key, gens: make([]generation, len(ki.gens))}
-	for i, g := range ki.gens {
-		clone.gens[i] = generation{ver: g.ver, created: g.created, revs: append([]Revision(nil), g.revs...)}
+	gi, ri := ki.doCompact(atRev, keep)
+	if g := &ki.gens[gi]; ri >= 0 && ri == len(g.revs)-1 && gi != len(ki.gens)-1 {
+		delete(keep, g.revs[ri])
 	}
-	clone.compact(atRev, keep)
 }
 
 func (ki *keyIndex) isEmpty() bool { return len(ki.gens) == 1 && ki.gens[0].empty() }

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"sync"
 
@@ -38,6 +39,28 @@ type Store struct {
 	compactRev  int64 // last compaction revision; reads below it fail
 	// scheduledCompact is a compaction whose physical part is not done yet.
 	scheduledCompact int64
+	// hashes are the hashes computed by the last physical compactions,
+	// oldest first, at most maxCompactionHashes.
+	hashes []KVHash
+}
+
+// maxCompactionHashes is how many compaction hashes are remembered (etcd's
+// hashStorageMaxSize).
+const maxCompactionHashes = 10
+
+// KVHash is a HashKV result: the hash of the history in (CompactRev, Rev].
+// CompactRev is -1 when the store was never compacted, as in etcd.
+type KVHash struct {
+	Hash       uint32
+	CompactRev int64
+	Rev        int64
+}
+
+// Compaction is an applied compaction whose physical part is pending.
+type Compaction struct {
+	Rev  int64 // the compaction revision
+	prev int64 // the compaction revision before it (0 if none)
+	keep map[Revision]struct{}
 }
 
 // Open rebuilds the index from the backend. leases may be nil.
@@ -107,9 +130,11 @@ func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
 	}
 	s.readableRev = s.currentRev
 	if s.scheduledCompact > 0 {
-		at := s.scheduledCompact
-		keep := s.idx.compact(at)
-		if err := s.physicalCompact(at, keep); err != nil {
+		// A compaction was applied but not finished before the stop.
+		c := &Compaction{Rev: s.scheduledCompact, prev: s.compactRev, keep: s.idx.compact(s.scheduledCompact)}
+		s.compactRev = c.Rev
+		s.scheduledCompact = 0
+		if err := s.PhysicalCompact(c); err != nil {
 			return nil, err
 		}
 	}
@@ -227,7 +252,7 @@ func (s *Store) rangeLocked(tx storage.ReadTx, key, end []byte, ro RangeOptions,
 // once; Physical (done by the caller through PhysicalCompact, possibly later)
 // removes them from disk. Writer goroutine only; the caller persists the
 // returned meta write in its batch via tx.
-func (s *Store) Compact(tx storage.WriteTx, rev int64) (map[Revision]struct{}, error) {
+func (s *Store) Compact(tx storage.WriteTx, rev int64) (*Compaction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rev <= s.compactRev {
@@ -236,12 +261,12 @@ func (s *Store) Compact(tx storage.WriteTx, rev int64) (map[Revision]struct{}, e
 	if rev > s.currentRev {
 		return nil, ErrFutureRev
 	}
-	keep := s.idx.compact(rev)
+	c := &Compaction{Rev: rev, prev: s.compactRev, keep: s.idx.compact(rev)}
 	s.compactRev = rev
 	if err := tx.Put(storage.BucketMeta, storage.MetaScheduledCompct, RevBytes(Revision{Main: rev})); err != nil {
 		return nil, err
 	}
-	return keep, nil
+	return c, nil
 }
 
 // CompactRev is the last compaction revision.
@@ -251,34 +276,32 @@ func (s *Store) CompactRev() int64 {
 	return s.compactRev
 }
 
-// PhysicalCompact deletes, in small batches, every revision at or below rev
-// that keep does not name, then records the compaction as finished. Safe to
-// run concurrently with the writer: those revisions are unreachable.
-func (s *Store) PhysicalCompact(rev int64, keep map[Revision]struct{}) error {
-	return s.physicalCompact(rev, keep)
-}
-
-const compactBatch = 10000
-
-func (s *Store) physicalCompact(rev int64, keep map[Revision]struct{}) error {
+// PhysicalCompact deletes, in small batches, every revision at or below
+// c.Rev that the compaction does not keep, then records it as finished. On
+// the way it hashes (previous compaction, c.Rev] as etcd does, and
+// remembers that hash for HashKV at c.Rev. Safe to run concurrently with
+// the writer: those revisions are unreachable. One compaction at a time.
+func (s *Store) PhysicalCompact(c *Compaction) error {
+	h := newKVHasher(c.prev, c.Rev, c.keep)
 	from := RevBytes(Revision{})
-	end := RevBytes(Revision{Main: rev + 1})
+	end := RevBytes(Revision{Main: c.Rev + 1})
 	for {
 		var doomed [][]byte
 		var next []byte
 		err := s.be.View(func(tx storage.ReadTx) error {
-			return tx.Scan(storage.BucketKey, from, end, func(k, _ []byte) (bool, error) {
+			return tx.Scan(storage.BucketKey, from, end, func(k, v []byte) (bool, error) {
 				if len(doomed) >= compactBatch {
 					next = append([]byte(nil), k...)
 					return false, nil
 				}
-				r, _, err := ParseRevBytes(k)
+				r, tomb, err := ParseRevBytes(k)
 				if err != nil {
 					return false, err
 				}
-				if _, ok := keep[r]; !ok {
+				if _, ok := c.keep[r]; !ok {
 					doomed = append(doomed, append([]byte(nil), k...))
 				}
+				h.write(k, v, r, tomb)
 				return true, nil
 			})
 		})
@@ -293,16 +316,27 @@ func (s *Store) physicalCompact(rev int64, keep map[Revision]struct{}) error {
 				}
 			}
 			if last {
-				return tx.Put(storage.BucketMeta, storage.MetaFinishedCompact, RevBytes(Revision{Main: rev}))
+				return tx.Put(storage.BucketMeta, storage.MetaFinishedCompact, RevBytes(Revision{Main: c.Rev}))
 			}
 			return nil
 		})
-		if err != nil || last {
+		if err != nil {
 			return err
+		}
+		if last {
+			s.mu.Lock()
+			s.hashes = append(s.hashes, h.sum())
+			if len(s.hashes) > maxCompactionHashes {
+				s.hashes = s.hashes[len(s.hashes)-maxCompactionHashes:]
+			}
+			s.mu.Unlock()
+			return nil
 		}
 		from = next
 	}
 }
+
+const compactBatch = 10000
 
 // Event is one change with the revision it happened at.
 type Event = mvccpb.Event
@@ -361,49 +395,84 @@ func (s *Store) History(from, to int64, limit int) ([]Event, int64, error) {
 
 // HashKV hashes the history in (compact, rev] the way etcd does, so equal
 // hashes mean equal histories on two nodes (and match etcd's for the same
-// history). rev 0 means the newest revision.
-func (s *Store) HashKV(rev int64) (hash uint32, hashRev, compactRev int64, err error) {
+// history). rev 0 means the newest revision. A revision at which a
+// compaction finished answers with the hash that compaction computed, as
+// etcd does (that is what etcd's corruption check compares).
+func (s *Store) HashKV(rev int64) (KVHash, error) {
 	s.mu.RLock()
+	for _, h := range s.hashes {
+		if h.Rev == rev {
+			s.mu.RUnlock()
+			return h, nil
+		}
+	}
 	cur := s.readableRev
-	compactRev = s.compactRev
+	compactRev := s.compactRev
 	if rev > 0 && rev > cur {
 		s.mu.RUnlock()
-		return 0, 0, compactRev, ErrFutureRev
+		return KVHash{}, ErrFutureRev
 	}
 	if rev > 0 && rev < compactRev {
 		s.mu.RUnlock()
-		return 0, 0, compactRev, ErrCompacted
+		return KVHash{}, ErrCompacted
 	}
 	if rev <= 0 {
 		rev = cur
 	}
-	var keep map[Revision]struct{}
-	if compactRev > 0 {
-		keep = s.idx.keep(compactRev)
-	}
+	keep := s.idx.keep(rev)
 	s.mu.RUnlock()
-	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	h.Write(storage.BucketKey)
-	upper := Revision{Main: rev + 1}
-	lower := Revision{Main: compactRev + 1}
-	err = s.be.View(func(tx storage.ReadTx) error {
-		return tx.Scan(storage.BucketKey, nil, nil, func(k, v []byte) (bool, error) {
-			r, _, err := ParseRevBytes(k)
+	h := newKVHasher(compactRev, rev, keep)
+	err := s.be.View(func(tx storage.ReadTx) error {
+		return tx.Scan(storage.BucketKey, nil, RevBytes(Revision{Main: rev + 1}), func(k, v []byte) (bool, error) {
+			r, tomb, err := ParseRevBytes(k)
 			if err != nil {
 				return false, err
 			}
-			if !upper.GreaterThan(r) {
-				return false, nil
-			}
-			if lower.GreaterThan(r) && len(keep) > 0 {
-				if _, ok := keep[r]; !ok {
-					return true, nil
-				}
-			}
-			h.Write(k)
-			h.Write(v)
+			h.write(k, v, r, tomb)
 			return true, nil
 		})
 	})
-	return h.Sum32(), rev, compactRev, err
+	return h.sum(), err
+}
+
+// kvHasher is etcd's HashKV function over the key bucket in key order:
+// CRC-32C of the bucket name, then of every key and value in (compact, rev],
+// plus those at or below compact that keep names. A tombstone exactly at
+// the compaction revision is left out, so that etcd versions that dropped
+// it and those that keep it hash alike.
+type kvHasher struct {
+	h          hash.Hash32
+	compactRev int64
+	rev        int64
+	keep       map[Revision]struct{}
+}
+
+func newKVHasher(compactRev, rev int64, keep map[Revision]struct{}) *kvHasher {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	h.Write(storage.BucketKey)
+	return &kvHasher{h: h, compactRev: compactRev, rev: rev, keep: keep}
+}
+
+func (k *kvHasher) write(key, val []byte, r Revision, tomb bool) {
+	if r.Main > k.rev {
+		return
+	}
+	if r.Main <= k.compactRev && len(k.keep) > 0 {
+		if _, ok := k.keep[r]; !ok {
+			return
+		}
+	}
+	if tomb && r.Main == k.compactRev {
+		return
+	}
+	k.h.Write(key)
+	k.h.Write(val)
+}
+
+func (k *kvHasher) sum() KVHash {
+	c := k.compactRev
+	if c == 0 {
+		c = -1 // never compacted: etcd's initial compactMainRev
+	}
+	return KVHash{Hash: k.h.Sum32(), CompactRev: c, Rev: k.rev}
 }

@@ -169,16 +169,16 @@ func TestRestartRebuildsIndex(t *testing.T) {
 func TestCompaction(t *testing.T) {
 	be, s := openTest(t)
 	apply(t, be, s, op{"a=1"}, op{"a=2"}, op{"b=1"}, op{"-b"}, op{"a=3"}) // revs 2..6
-	var keep map[Revision]struct{}
+	var c *Compaction
 	err := be.Update(func(tx storage.WriteTx) error {
 		var err error
-		keep, err = s.Compact(tx, 5)
+		c, err = s.Compact(tx, 5)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PhysicalCompact(5, keep); err != nil {
+	if err := s.PhysicalCompact(c); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Range([]byte("a"), nil, RangeOptions{Rev: 4}); err != ErrCompacted {
@@ -188,13 +188,14 @@ func TestCompaction(t *testing.T) {
 	if err != nil || kvString(res.KVs) != "a=2@c2,m3,v2 " {
 		t.Fatalf("read at compaction: %q, %v", kvString(res.KVs), err)
 	}
-	// On disk only a@3 (kept) and a@6 remain; b's tombstone life is gone.
+	// On disk a@3 (kept), b's tombstone at the compaction revision (kept,
+	// as etcd since 3.5.16 keeps it) and a@6 remain; b@4 is gone.
 	n := 0
 	be.View(func(tx storage.ReadTx) error {
 		return tx.Scan(storage.BucketKey, nil, nil, func(k, v []byte) (bool, error) { n++; return true, nil })
 	})
-	if n != 2 {
-		t.Fatalf("revisions on disk after compaction = %d, want 2", n)
+	if n != 3 {
+		t.Fatalf("revisions on disk after compaction = %d, want 3", n)
 	}
 	if _, _, err := s.History(4, 6, 0); err != ErrCompacted {
 		t.Fatalf("history from compacted rev: %v", err)
@@ -234,10 +235,10 @@ func TestHistoryEventsAndHashStable(t *testing.T) {
 	if len(evs) != 2 || last != 2 {
 		t.Fatalf("limited history kept %d events up to %d; a revision must not be split", len(evs), last)
 	}
-	h1, r1, _, _ := s.HashKV(0)
-	h2, r2, _, _ := s.HashKV(4)
-	h3, _, _, _ := s.HashKV(3)
-	if h1 != h2 || r1 != 4 || r2 != 4 || h1 == h3 {
-		t.Fatalf("hashes: now %x@%d, at4 %x@%d, at3 %x", h1, r1, h2, r2, h3)
+	h1, _ := s.HashKV(0)
+	h2, _ := s.HashKV(4)
+	h3, _ := s.HashKV(3)
+	if h1.Hash != h2.Hash || h1.Rev != 4 || h2.Rev != 4 || h1.Hash == h3.Hash || h1.CompactRev != -1 {
+		t.Fatalf("hashes: now %+v, at4 %+v, at3 %+v", h1, h2, h3)
 	}
 }

@@ -193,12 +193,12 @@ func (s *Server) apply(tx storage.WriteTx, req *pb.InternalRaftRequest) (applyRe
 		s.m.Txns.Inc()
 		return r, w.Changes(), nil, nil
 	case req.Compaction != nil:
-		keep, err := s.store.Compact(tx, req.Compaction.Revision)
+		c, err := s.store.Compact(tx, req.Compaction.Revision)
 		if err != nil {
 			r.err = toGRPC(err)
 			return r, nil, nil, nil
 		}
-		job := &compactJob{rev: req.Compaction.Revision, keep: keep}
+		job := &compactJob{c: c}
 		if req.Compaction.Physical {
 			done := make(chan error, 1)
 			job.done = done
@@ -445,7 +445,9 @@ func (s *Server) execTxn(w *mvcc.WriteTxn, t *pb.TxnRequest, path *txnPath) (*pb
 				return nil, err
 			}
 			n++
-			tr.Header = &pb.ResponseHeader{Revision: w.Rev()}
+			// etcd leaves a nested txn's header empty; only the outer
+			// response gets the revision.
+			tr.Header = &pb.ResponseHeader{}
 			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: tr}})
 		default:
 			// An empty RequestOp: etcd answers it with an empty ResponseOp.

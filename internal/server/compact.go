@@ -13,8 +13,7 @@ import (
 
 // compactJob is the physical part of an applied compaction.
 type compactJob struct {
-	rev  int64
-	keep map[mvcc.Revision]struct{}
+	c    *mvcc.Compaction
 	done chan error // nil unless the caller waits (physical=true)
 }
 
@@ -27,11 +26,11 @@ func (s *Server) compactor(ctx context.Context) error {
 			return nil
 		case j := <-s.compactc:
 			start := time.Now()
-			err := s.store.PhysicalCompact(j.rev, j.keep)
+			err := s.store.PhysicalCompact(j.c)
 			if err != nil {
-				s.log.Error("physical compaction failed", "revision", j.rev, "err", err)
+				s.log.Error("physical compaction failed", "revision", j.c.Rev, "err", err)
 			} else {
-				s.log.Info("compacted", "revision", j.rev, "took", time.Since(start))
+				s.log.Info("compacted", "revision", j.c.Rev, "took", time.Since(start))
 			}
 			if j.done != nil {
 				j.done <- err

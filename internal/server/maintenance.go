@@ -61,11 +61,12 @@ func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespon
 
 // HashKV answers Maintenance.HashKV.
 func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	h, rev, compacted, err := s.store.HashKV(r.Revision)
+	h, err := s.store.HashKV(r.Revision)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.HashKVResponse{Header: s.Header(s.store.ReadableRev()), Hash: h, CompactRevision: compacted, HashRevision: rev}, nil
+	// hash_revision stays unset, as etcd 3.5 leaves it.
+	return &pb.HashKVResponse{Header: s.Header(s.store.ReadableRev()), Hash: h.Hash, CompactRevision: h.CompactRev}, nil
 }
 
 // Defragment rewrites the data file to reclaim free space.

@@ -144,12 +144,16 @@ func (s *Stream) Watch(req *pb.WatchCreateRequest) (int64, error) {
 	if start == 0 {
 		start = hdr + 1
 	}
+	// startRev keeps what the client asked for: a watch "from now" (0) is
+	// never ahead of the store, so etcd's progress rule (no notification
+	// while the store is behind a watcher's start) does not hold it back.
+	// next is where delivery begins.
 	w := &watcher{
 		s:              s,
 		id:             id,
 		key:            key,
 		end:            end,
-		startRev:       start,
+		startRev:       req.StartRevision,
 		next:           start,
 		prevKV:         req.PrevKv,
 		fragment:       req.Fragment,

@@ -1,0 +1,367 @@
+package dds
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Perf topics and sample kinds. They are private to the perf protocol and
+// never carry replication traffic.
+const (
+	PerfPingTopic = "dyad_perf_ping"
+	PerfPongTopic = "dyad_perf_pong"
+
+	perfPing  = 1 // echo me (Term = sender's clock, ns)
+	perfData  = 2 // count me
+	perfFlush = 3 // reply with perfAck carrying the count since the last flush
+	perfPong  = 4
+	perfAck   = 5
+)
+
+// PerfOptions select the receive path used by the perf functions, so the
+// paths can be compared (see doc.go for the figures).
+type PerfOptions struct {
+	Mode ReceiveMode
+	// Inline handles samples on the receive thread (ReaderOptions.Handler):
+	// the responder echoes from there and the pinger sends the next ping
+	// from there, as ddsperf does. Otherwise samples go through the
+	// reader's channel to a separate goroutine, which is how a protocol
+	// owner normally consumes them.
+	Inline bool
+	// Verify makes PingPong compare every echoed payload with the one sent
+	// (an error on mismatch). Costs a memcmp per round trip.
+	Verify bool
+	// MatchTimeout bounds discovery of the peer. Default 10s.
+	MatchTimeout time.Duration
+}
+
+// Stats summarise a PingPong (round-trip times) or Throughput run.
+type Stats struct {
+	Size     int
+	Count    int           // round trips, or samples delivered
+	Elapsed  time.Duration // whole measured phase
+	Min, P50 time.Duration
+	P90, P99 time.Duration
+	Max      time.Duration
+	Mean     time.Duration
+	Rate     float64 // samples/s (Throughput)
+	MBps     float64 // payload MB/s (10^6 bytes, Throughput)
+	Timeouts int     // Write calls that returned ErrTimeout and were retried
+}
+
+func (s Stats) String() string {
+	if s.Rate > 0 {
+		return fmt.Sprintf("size=%d n=%d %.0f samples/s %.1f MB/s (timeouts %d)", s.Size, s.Count, s.Rate, s.MBps, s.Timeouts)
+	}
+	return fmt.Sprintf("size=%d n=%d rtt min=%v p50=%v p90=%v p99=%v max=%v mean=%v",
+		s.Size, s.Count, s.Min, s.P50, s.P90, s.P99, s.Max, s.Mean)
+}
+
+func rttStats(size int, d []time.Duration, elapsed time.Duration) Stats {
+	st := Stats{Size: size, Count: len(d), Elapsed: elapsed}
+	if len(d) == 0 {
+		return st
+	}
+	slices.Sort(d)
+	pct := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	st.Min, st.P50, st.P90, st.P99, st.Max = d[0], pct(.5), pct(.9), pct(.99), d[len(d)-1]
+	st.Mean = sum / time.Duration(len(d))
+	return st
+}
+
+func (o PerfOptions) matchTimeout() time.Duration {
+	if o.MatchTimeout > 0 {
+		return o.MatchTimeout
+	}
+	return 10 * time.Second
+}
+
+// Respond runs the perf responder on p until ctx ends: it echoes pings and
+// counts/acks throughput data. Use it on the far side of PingPong and
+// Throughput.
+func Respond(ctx context.Context, p *Participant, opt PerfOptions) error {
+	w, err := p.NewWriter(PerfPongTopic, QoS{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	var count uint64
+	var werr error
+	handle := func(s *Sample) {
+		switch s.Kind {
+		case perfPing:
+			if err := w.Write(&Header{Kind: perfPong, Term: s.Term, Index: s.Index}, s.Payload); err != nil && werr == nil {
+				werr = err
+			}
+		case perfData:
+			count++
+		case perfFlush:
+			if err := w.Write(&Header{Kind: perfAck, Index: count, Term: s.Index}, nil); err != nil && werr == nil {
+				werr = err
+			}
+			count = 0
+		}
+		s.Release()
+	}
+	ropt := ReaderOptions{Mode: opt.Mode}
+	if opt.Inline {
+		ropt.Handler = handle
+	}
+	r, err := p.NewReader(PerfPingTopic, ropt)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if opt.Inline {
+		<-ctx.Done()
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case s := <-r.C():
+			handle(s)
+			if werr != nil {
+				return werr
+			}
+		}
+	}
+}
+
+// perfEnds creates the pinger's reader and waits until both w and the
+// reader have matched the peer.
+func perfEnds(ctx context.Context, p *Participant, opt PerfOptions, w *Writer, handler func(*Sample)) (*Reader, error) {
+	r, err := p.NewReader(PerfPongTopic, ReaderOptions{Mode: opt.Mode, Handler: handler})
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithTimeout(ctx, opt.matchTimeout())
+	defer cancel()
+	if err := w.WaitMatched(mctx, 1); err == nil {
+		err = r.WaitMatched(mctx, 1)
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("dds perf: peer not discovered: %w", err)
+	}
+	return r, nil
+}
+
+// PingPong measures count round trips of size-byte payloads against a
+// Respond running on another participant (normally another process/host).
+func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count int) (Stats, error) {
+	if count <= 0 {
+		return Stats{}, errors.New("dds perf: count must be > 0")
+	}
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	rtts := make([]time.Duration, 0, count)
+	pongs := make(chan uint64, 16) // warm-up pong seen (inline mode)
+	done := make(chan error, 1)
+	w, err := p.NewWriter(PerfPingTopic, QoS{})
+	if err != nil {
+		return Stats{}, err
+	}
+	defer w.Close()
+	var handler func(*Sample)
+	if opt.Inline {
+		// All state below is confined to the receive thread until done
+		// is signalled.
+		var t0 time.Time
+		next := uint64(0)
+		handler = func(s *Sample) {
+			idx, k := s.Index, s.Kind
+			bad := opt.Verify && k == perfPong && !bytes.Equal(s.Payload, payload)
+			s.Release()
+			if k != perfPong || idx != next {
+				return
+			}
+			if bad {
+				done <- fmt.Errorf("dds perf: pong %d payload corrupted", idx)
+				return
+			}
+			if idx != 0 {
+				rtts = append(rtts, time.Since(t0))
+				if len(rtts) == count {
+					done <- nil
+					return
+				}
+			} else {
+				pongs <- 0 // stop the warm-up loop
+			}
+			next++
+			t0 = time.Now()
+			if err := w.Write(&Header{Kind: perfPing, Index: next}, payload); err != nil {
+				done <- err
+			}
+		}
+	}
+	r, err := perfEnds(ctx, p, opt, w, handler)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer r.Close()
+	recv := func(want uint64, timeout <-chan time.Time) (bool, error) {
+		for {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-timeout:
+				return false, nil
+			case idx := <-pongs:
+				if idx == want {
+					return true, nil
+				}
+			case s, ok := <-r.C():
+				if !ok {
+					return false, ErrClosed
+				}
+				idx, k := s.Index, s.Kind
+				bad := opt.Verify && k == perfPong && !bytes.Equal(s.Payload, payload)
+				s.Release()
+				if k == perfPong && idx == want {
+					if bad {
+						return false, fmt.Errorf("dds perf: pong %d payload corrupted", idx)
+					}
+					return true, nil
+				}
+			}
+		}
+	}
+	// Warm-up: the responder may not have discovered our reader yet, so
+	// repeat ping 0 until it is answered.
+	for {
+		if err := w.Write(&Header{Kind: perfPing, Index: 0}, payload); err != nil {
+			return Stats{}, err
+		}
+		ok, err := recv(0, time.After(200*time.Millisecond))
+		if err != nil {
+			return Stats{}, err
+		}
+		if ok {
+			break
+		}
+	}
+	start := time.Now()
+	if opt.Inline {
+		select {
+		case err := <-done:
+			if err != nil {
+				return Stats{}, err
+			}
+		case <-ctx.Done():
+			return Stats{}, ctx.Err()
+		}
+	} else {
+		for i := 1; i <= count; i++ {
+			t := time.Now()
+			if err := w.Write(&Header{Kind: perfPing, Index: uint64(i)}, payload); err != nil {
+				return Stats{}, err
+			}
+			if _, err := recv(uint64(i), nil); err != nil {
+				return Stats{}, err
+			}
+			rtts = append(rtts, time.Since(t))
+		}
+	}
+	return rttStats(size, rtts, time.Since(start)), nil
+}
+
+// Throughput publishes size-byte samples as fast as the reliable protocol
+// allows for dur, then waits until the responder confirms it received all
+// of them. Rate counts only samples the responder acknowledged.
+func Throughput(ctx context.Context, p *Participant, opt PerfOptions, size int, dur time.Duration) (Stats, error) {
+	opt.Inline = false
+	w, err := p.NewWriter(PerfPingTopic, QoS{})
+	if err != nil {
+		return Stats{}, err
+	}
+	defer w.Close()
+	r, err := perfEnds(ctx, p, opt, w, nil)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer r.Close()
+	// Make sure the responder's ack writer matched us (flush 0 / ack).
+	waitAck := func(flushID uint64, timeout time.Duration) (uint64, bool, error) {
+		tm := time.After(timeout)
+		for {
+			select {
+			case <-ctx.Done():
+				return 0, false, ctx.Err()
+			case <-tm:
+				return 0, false, nil
+			case s, ok := <-r.C():
+				if !ok {
+					return 0, false, ErrClosed
+				}
+				k, n, id := s.Kind, s.Index, s.Term
+				s.Release()
+				if k == perfAck && id == flushID {
+					return n, true, nil
+				}
+			}
+		}
+	}
+	for id := uint64(1); ; id++ {
+		if err := w.Write(&Header{Kind: perfFlush, Index: id}, nil); err != nil {
+			return Stats{}, err
+		}
+		_, ok, err := waitAck(id, 200*time.Millisecond)
+		if err != nil {
+			return Stats{}, err
+		}
+		if ok {
+			break
+		}
+	}
+	payload := make([]byte, size)
+	st := Stats{Size: size}
+	start := time.Now()
+	deadline := start.Add(dur)
+	var n uint64
+	for i := 0; ; i++ {
+		if i&63 == 0 && time.Now().After(deadline) {
+			break
+		}
+		err := w.Write(&Header{Kind: perfData, Index: n}, payload)
+		if errors.Is(err, ErrTimeout) {
+			st.Timeouts++
+			continue
+		}
+		if err != nil {
+			return st, err
+		}
+		n++
+	}
+	const finalID = 1 << 62
+	if err := w.Write(&Header{Kind: perfFlush, Index: finalID}, nil); err != nil {
+		return st, err
+	}
+	got, ok, err := waitAck(finalID, 30*time.Second)
+	if err != nil {
+		return st, err
+	}
+	if !ok {
+		return st, errors.New("dds perf: no final ack from responder")
+	}
+	if got != n {
+		return st, fmt.Errorf("dds perf: responder counted %d samples, sent %d", got, n)
+	}
+	st.Elapsed = time.Since(start)
+	st.Count = int(n)
+	st.Rate = float64(n) / st.Elapsed.Seconds()
+	st.MBps = st.Rate * float64(size) / 1e6
+	return st, nil
+}

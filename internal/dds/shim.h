@@ -1,0 +1,53 @@
+// C shim for package dds. Everything cgo touches lives here so that the Go
+// side makes exactly one cgo call per write and per received batch.
+#ifndef DYAD_SHIM_H
+#define DYAD_SHIM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <dds/dds.h>
+#include "dyad.h"
+
+typedef struct dyad_hdr {
+  uint16_t version;
+  uint16_t kind;
+  uint32_t flags;
+  uint64_t cluster;
+  uint64_t node;
+  uint64_t term;
+  uint64_t index;
+} dyad_hdr;
+
+// dyad_write serialises one Envelope whose payload aliases buf (a Go slice).
+// dds_write copies/serialises synchronously, so buf is not retained.
+dds_return_t dyad_write(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len);
+
+// dyad_rx is a per-reader receive area in C memory. The Go side reads the
+// loaned samples directly (no cgo call) and hands the loan back on the next
+// call to dyad_wait_take (or dyad_return).
+typedef struct dyad_rx {
+  dds_entity_t reader;
+  dds_entity_t waitset;
+  dds_entity_t guard;   // triggered by Close to wake the waitset
+  uintptr_t gohandle;   // runtime/cgo.Handle of the Go *Reader (listener mode)
+  uint32_t max;
+  int32_t outstanding;  // number of loaned samples in bufs
+  void **bufs;
+  dds_sample_info_t *infos;
+} dyad_rx;
+
+dyad_rx *dyad_rx_new(dds_entity_t participant, dds_entity_t reader, uint32_t max);
+void dyad_rx_free(dyad_rx *rx);
+int32_t dyad_wait_take(dyad_rx *rx, int64_t timeout_ns);
+void dyad_return(dyad_rx *rx);
+dds_return_t dyad_wake(dyad_rx *rx);
+
+// Listener mode: the reader is created with dyad_listener(rx); Cyclone's
+// delivery thread takes batches and hands each to the exported Go function
+// dyadOnData, then returns the loan.
+dyad_rx *dyad_rx_new_listener(uint32_t max, uintptr_t gohandle);
+dds_listener_t *dyad_listener(dyad_rx *rx);
+
+dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples);
+
+#endif

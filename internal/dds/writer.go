@@ -1,0 +1,130 @@
+package dds
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"sync"
+	"unsafe"
+)
+
+// EnvelopeVersion is the wire version this package writes when
+// Header.Version is zero. Readers deliver whatever version arrives; the
+// owner (internal/repl) decides what it accepts.
+const EnvelopeVersion = 1
+
+// Header is the fixed part of the dyad::Envelope sample. internal/dds gives
+// no meaning to any field except Version's default.
+type Header struct {
+	Version uint16
+	Kind    uint16
+	Flags   uint32
+	Cluster uint64
+	Node    uint64
+	Term    uint64
+	Index   uint64
+}
+
+// Writer publishes Envelopes on one topic. Write is safe for concurrent use
+// (Cyclone serialises writers internally); Close must not race with Write.
+type Writer struct {
+	p      *Participant
+	handle C.dds_entity_t
+
+	mu     sync.RWMutex // write-held by Close; read-held by Write so Close waits for in-flight writes
+	closed bool
+}
+
+// NewWriter creates a writer on topic with qos.
+func (p *Participant) NewWriter(topic string, qos QoS) (*Writer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	t, err := p.topic(topic, nil)
+	if err != nil {
+		return nil, err
+	}
+	q := qos.c()
+	defer C.dds_delete_qos(q)
+	h := C.dds_create_writer(p.handle, t, q, nil)
+	if h < 0 {
+		return nil, ddsErr("dds_create_writer", h)
+	}
+	w := &Writer{p: p, handle: h}
+	p.writers[w] = struct{}{}
+	return w, nil
+}
+
+// Write publishes one sample whose payload is payload (not retained after
+// Write returns: dds_write serialises synchronously). It blocks at most the
+// writer's MaxBlockingTime when the history is at the high-water mark and
+// then returns an error for which errors.Is(err, ErrTimeout) holds; the
+// sample was not sent. One cgo call per Write.
+func (w *Writer) Write(h *Header, payload []byte) error {
+	hdr := C.dyad_hdr{
+		version: C.uint16_t(h.Version),
+		kind:    C.uint16_t(h.Kind),
+		flags:   C.uint32_t(h.Flags),
+		cluster: C.uint64_t(h.Cluster),
+		node:    C.uint64_t(h.Node),
+		term:    C.uint64_t(h.Term),
+		index:   C.uint64_t(h.Index),
+	}
+	if hdr.version == 0 {
+		hdr.version = EnvelopeVersion
+	}
+	var ptr unsafe.Pointer
+	if len(payload) > 0 {
+		ptr = unsafe.Pointer(unsafe.SliceData(payload))
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	return ddsErr("dds_write", C.dyad_write(w.handle, &hdr, ptr, C.uint32_t(len(payload))))
+}
+
+// Matched returns the number of remote (or local) readers currently matched.
+func (w *Writer) Matched() (int, error) {
+	var st C.dds_publication_matched_status_t
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return 0, ErrClosed
+	}
+	if rc := C.dds_get_publication_matched_status(w.handle, &st); rc < 0 {
+		return 0, ddsErr("dds_get_publication_matched_status", rc)
+	}
+	return int(st.current_count), nil
+}
+
+// WaitMatched waits until at least n readers are matched.
+func (w *Writer) WaitMatched(ctx context.Context, n int) error {
+	return waitUntil(ctx, func() (bool, error) {
+		m, err := w.Matched()
+		return m >= n, err
+	})
+}
+
+// Close deletes the writer. Unacknowledged samples are discarded by
+// Cyclone (the owner's protocol, not DDS, is responsible for delivery).
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	rc := C.dds_delete(w.handle)
+	w.mu.Unlock()
+	w.p.mu.Lock()
+	delete(w.p.writers, w)
+	w.p.mu.Unlock()
+	return ddsErr("dds_delete(writer)", rc)
+}
