@@ -1,0 +1,20 @@
+// Package transport is the seam between dyad's replication protocol
+// (internal/repl, internal/cluster) and the network that carries it.
+//
+// It owns the Message, the Transport interface and Mem, an in-memory
+// transport for tests that can drop, delay and partition traffic. The DDS
+// implementation lives in internal/ddsnet, so that this package, and every
+// protocol package above it, builds and tests without cgo.
+//
+// A Transport gives these guarantees, which the protocol relies on:
+//   - Messages of one Class from one sender arrive in send order, without
+//     duplicates; a Class may lose its tail when the peer goes away (RELIABLE
+//     delivery ends with the peer's liveliness), never a message in the
+//     middle while the peer stays matched.
+//   - Send never drops silently: it returns an error (ErrTimeout under
+//     sustained back-pressure, ErrClosed after Close) or the message is
+//     queued for reliable delivery.
+//   - The handler runs on the transport's receive goroutine(s), one at a
+//     time per Class; it must be quick and must not call Close. The Message
+//     and its Payload belong to the handler once delivered.
+package transport

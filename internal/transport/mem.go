@@ -1,0 +1,144 @@
+package transport
+
+import (
+	"sync"
+)
+
+// MemNet connects in-memory endpoints, for protocol tests. Each endpoint
+// delivers each class in order on its own goroutine, owned by the endpoint
+// and stopped by Close. Links can be cut one way (Block) to model partitions
+// and one-way link loss; messages sent over a cut link are dropped, as DDS
+// drops them once the peer is no longer matched.
+type MemNet struct {
+	mu        sync.Mutex
+	endpoints map[uint64]*Mem
+	blocked   map[[2]uint64]bool // [from, to]
+}
+
+// NewMemNet returns an empty network.
+func NewMemNet() *MemNet {
+	return &MemNet{endpoints: make(map[uint64]*Mem), blocked: make(map[[2]uint64]bool)}
+}
+
+// Block cuts (or, with false, restores) the link from -> to.
+func (n *MemNet) Block(from, to uint64, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.blocked[[2]uint64{from, to}] = cut
+}
+
+// Partition cuts or restores both directions between a and b.
+func (n *MemNet) Partition(a, b uint64, cut bool) {
+	n.Block(a, b, cut)
+	n.Block(b, a, cut)
+}
+
+// Endpoint creates the endpoint of node id (cluster is the ID it stamps on
+// what it sends and accepts).
+func (n *MemNet) Endpoint(cluster, id uint64) *Mem {
+	m := &Mem{net: n, cluster: cluster, id: id, done: make(chan struct{})}
+	for c := range m.queues {
+		m.queues[c] = make(chan *Message, 1<<14)
+	}
+	n.mu.Lock()
+	n.endpoints[id] = m
+	n.mu.Unlock()
+	return m
+}
+
+// Mem is one node's in-memory Transport.
+type Mem struct {
+	net     *MemNet
+	cluster uint64
+	id      uint64
+
+	queues [NumClasses]chan *Message
+	wg     sync.WaitGroup
+	done   chan struct{}
+
+	closeOnce sync.Once
+	startOnce sync.Once
+}
+
+// Start implements Transport.
+func (m *Mem) Start(h Handler) error {
+	m.startOnce.Do(func() {
+		for c := range m.queues {
+			q := m.queues[c]
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				for {
+					select {
+					case <-m.done:
+						return
+					case msg := <-q:
+						h(msg)
+					}
+				}
+			}()
+		}
+	})
+	return nil
+}
+
+// Send implements Transport: it copies m to every other endpoint whose
+// link from this node is not cut.
+func (m *Mem) Send(msg *Message) error {
+	select {
+	case <-m.done:
+		return ErrClosed
+	default:
+	}
+	msg.Cluster = m.cluster
+	msg.From = m.id
+	m.net.mu.Lock()
+	var to []*Mem
+	for id, e := range m.net.endpoints {
+		if id != m.id && !m.net.blocked[[2]uint64{m.id, id}] {
+			to = append(to, e)
+		}
+	}
+	m.net.mu.Unlock()
+	for _, e := range to {
+		if e.cluster != msg.Cluster {
+			continue
+		}
+		cp := *msg
+		cp.Payload = append([]byte(nil), msg.Payload...)
+		select {
+		case e.queues[msg.Class] <- &cp:
+		case <-e.done:
+		case <-m.done:
+			return ErrClosed
+		}
+	}
+	return nil
+}
+
+// PeerMatched implements Transport: true while another endpoint exists and
+// both directions are open.
+func (m *Mem) PeerMatched() bool {
+	m.net.mu.Lock()
+	defer m.net.mu.Unlock()
+	for id := range m.net.endpoints {
+		if id != m.id && !m.net.blocked[[2]uint64{m.id, id}] && !m.net.blocked[[2]uint64{id, m.id}] {
+			return true
+		}
+	}
+	return false
+}
+
+// Close implements Transport: it leaves the network and stops delivery.
+func (m *Mem) Close() error {
+	m.closeOnce.Do(func() {
+		m.net.mu.Lock()
+		if m.net.endpoints[m.id] == m {
+			delete(m.net.endpoints, m.id)
+		}
+		m.net.mu.Unlock()
+		close(m.done)
+		m.wg.Wait()
+	})
+	return nil
+}

@@ -1,0 +1,81 @@
+package transport
+
+import "errors"
+
+// Class picks the channel (a DDS topic) a message travels on. Each class is
+// ordered on its own; there is no order across classes.
+type Class uint8
+
+const (
+	// Log carries log entries from the primary to the replica.
+	Log Class = iota
+	// Ack carries the replica's acknowledgements to the primary.
+	Ack
+	// Heartbeat carries both nodes' heartbeats (sent from the apply loop).
+	Heartbeat
+	// Control carries forwarded requests, replies, hand-over and rejoin
+	// negotiation.
+	Control
+	// Catchup carries bulk catch-up: old log entries and snapshot chunks.
+	Catchup
+	// NumClasses is the number of classes.
+	NumClasses
+)
+
+func (c Class) String() string {
+	switch c {
+	case Log:
+		return "log"
+	case Ack:
+		return "ack"
+	case Heartbeat:
+		return "heartbeat"
+	case Control:
+		return "control"
+	case Catchup:
+		return "catchup"
+	}
+	return "class?"
+}
+
+// Message is one unit of replication traffic. Cluster, From, Term and Index
+// travel in the fixed envelope header so a receiver can filter before it
+// decodes Payload; Kind says how to decode Payload. Their meaning belongs to
+// the protocol, not to the transport.
+type Message struct {
+	Class   Class
+	Kind    uint16
+	Flags   uint32
+	Cluster uint64 // cluster ID; a transport drops messages of other clusters
+	From    uint64 // sender node ID
+	Term    uint64
+	Index   uint64
+	Payload []byte
+}
+
+// Handler receives messages. See the package doc for its constraints.
+type Handler func(*Message)
+
+// Transport moves Messages between the two nodes of a pair.
+type Transport interface {
+	// Start begins delivering received messages to h. Called once.
+	Start(h Handler) error
+	// Send queues m for reliable, ordered delivery within m.Class. It may
+	// block under back-pressure and returns ErrTimeout if that lasts too
+	// long. m.Payload is not retained after Send returns.
+	Send(m *Message) error
+	// PeerMatched reports whether the peer's endpoints are discovered for
+	// every class (not a liveness signal: see internal/cluster).
+	PeerMatched() bool
+	// Close stops delivery (waiting for a running handler) and releases the
+	// network resources. Idempotent.
+	Close() error
+}
+
+var (
+	// ErrTimeout: Send was blocked by back-pressure for too long; the
+	// message was not queued.
+	ErrTimeout = errors.New("transport: send timed out")
+	// ErrClosed: the transport is closed.
+	ErrClosed = errors.New("transport: closed")
+)
