@@ -12,13 +12,19 @@ import (
 
 	"github.com/dyad-db/dyad/internal/lease"
 	"github.com/dyad-db/dyad/internal/mvcc"
+	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/storage"
+	"github.com/dyad-db/dyad/internal/transport"
 )
 
 // proposal is one log entry waiting to be applied, and its caller.
 type proposal struct {
 	req  *pb.InternalRaftRequest
-	done chan applyResult // buffered: the applier never blocks on it
+	done chan applyResult // buffered: the applier never blocks on it; nil for forwarded writes
+	// origin and reqID identify a write forwarded by the replica (origin
+	// 0: this node's own client).
+	origin uint64
+	reqID  uint64
 }
 
 type applyResult struct {
@@ -29,47 +35,62 @@ type applyResult struct {
 	physical <-chan error
 }
 
+// mvccEvent is one watch event produced by applying an entry.
+type mvccEvent = mvccpb.Event
+
 // maxBatch bounds one group commit.
 const maxBatch = 1024
 
-// propose hands req to the applier and waits for its result.
+// propose hands req to the applier (or, on a replica, to the primary) and
+// waits for its result.
 func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
 	if err := s.fatalErr(); err != nil {
 		return nil, rpctypes.ErrGRPCStopped
 	}
-	p := &proposal{req: req, done: make(chan applyResult, 1)}
 	s.m.ProposalsPending.Inc()
 	defer s.m.ProposalsPending.Dec()
-	select {
-	case s.proposals <- p:
-	case <-ctx.Done():
-		return nil, ctxErr(ctx)
-	case <-s.stopped:
-		return nil, errStopped
-	}
-	select {
-	case r := <-p.done:
-		if r.err != nil {
-			s.m.ProposalsFailed.Inc()
-			return nil, r.err
+	var r applyResult
+	if s.repl != nil && !s.Role().Leads() {
+		if s.Role() != repl.RoleReplica || !s.HasLeader() {
+			return nil, rpctypes.ErrGRPCNoLeader
 		}
-		if r.physical != nil {
-			select {
-			case err := <-r.physical:
-				if err != nil {
-					return nil, err
-				}
-			case <-ctx.Done():
-				return nil, ctxErr(ctx)
+		var err error
+		if r, err = s.forward(ctx, req); err != nil {
+			return nil, err
+		}
+	} else {
+		p := &proposal{req: req, done: make(chan applyResult, 1)}
+		select {
+		case s.proposals <- p:
+		case <-ctx.Done():
+			return nil, ctxErr(ctx)
+		case <-s.stopped:
+			return nil, errStopped
+		}
+		select {
+		case r = <-p.done:
+		case <-s.stopped:
+			// The entry may or may not have been applied: say so, never guess.
+			return nil, rpctypes.ErrGRPCTimeout
+		case <-ctx.Done():
+			return nil, ctxErr(ctx)
+		}
+	}
+	if r.err != nil {
+		s.m.ProposalsFailed.Inc()
+		return nil, r.err
+	}
+	if r.physical != nil {
+		select {
+		case err := <-r.physical:
+			if err != nil {
+				return nil, err
 			}
+		case <-ctx.Done():
+			return nil, ctxErr(ctx)
 		}
-		return r.resp, nil
-	case <-s.stopped:
-		// The entry may or may not have been applied: say so, never guess.
-		return nil, rpctypes.ErrGRPCTimeout
-	case <-ctx.Done():
-		return nil, ctxErr(ctx)
 	}
+	return r.resp, nil
 }
 
 func ctxErr(ctx context.Context) error {
@@ -85,79 +106,152 @@ func (s *Server) fatalErr() error {
 	return s.fatal
 }
 
-// applier is the single writer. See the package comment for the write path.
+// applier is the single writer and, in a pair, the replication loop: it
+// takes client proposals while leading, applies entries from the primary
+// while following, handles acks and heartbeats, and runs the role rules.
+// Heartbeats come from here so that a stuck apply loop stops them.
 func (s *Server) applier(ctx context.Context) error {
 	defer close(s.stopped)
-	batch := make([]*proposal, 0, maxBatch)
-	results := make([]applyResult, 0, maxBatch)
+	var tick <-chan time.Time
+	var inbox <-chan *transport.Message
+	if s.repl != nil {
+		t := time.NewTicker(s.repl.cfg.Lease / 8)
+		defer t.Stop()
+		tick, inbox = t.C, s.repl.inbox
+	}
 	for {
-		batch = batch[:0]
+		if err := s.fatalErr(); err != nil {
+			return err
+		}
+		props := s.proposals
+		if s.repl != nil && !s.Role().Leads() {
+			props = nil
+			s.failQueued()
+		}
+		if s.repl != nil && len(s.repl.fwdq) > 0 && s.Role().Leads() {
+			s.leadBatch(nil)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case p := <-s.proposals:
-			batch = append(batch, p)
-		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case p := <-s.proposals:
-				batch = append(batch, p)
-			default:
-				break drain
-			}
-		}
-		results = results[:0]
-		var events []mvccpb.Event
-		var jobs []compactJob
-		idx := s.appliedIdx
-		err := s.be.Update(func(tx storage.WriteTx) error {
-			for _, p := range batch {
-				idx++
-				r, evs, job, err := s.apply(tx, p.req)
-				if err != nil {
-					return err // storage failure: abort the whole batch
-				}
-				if job != nil {
-					jobs = append(jobs, *job)
-					r.physical = job.done
-				}
-				results = append(results, r)
-				events = append(events, evs...)
-			}
-			if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(idx)); err != nil {
-				return err
-			}
-			return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term))
-		})
-		if err != nil {
-			// Memory may be ahead of disk now. Refuse everything and stop;
-			// the restart rebuilds from what is durable. Nobody in this
-			// batch was told "success".
-			s.mu.Lock()
-			s.fatal = fmt.Errorf("storage commit failed: %w", err)
-			s.mu.Unlock()
-			s.log.Error("storage commit failed; stopping", "err", err)
-			for _, p := range batch {
-				p.done <- applyResult{err: rpctypes.ErrGRPCStopped}
-			}
-			return s.fatal
-		}
-		s.mu.Lock()
-		s.appliedIdx = idx
-		s.mu.Unlock()
-		_, cur, _ := s.store.Revs()
-		s.store.MarkDurable(cur)
-		s.hub.Notify(cur, events)
-		s.m.ProposalsApplied.Add(float64(len(batch)))
-		s.m.BatchSize.Observe(float64(len(batch)))
-		for _, j := range jobs {
-			s.compactc <- j
-		}
-		for i, p := range batch {
-			p.done <- results[i]
+		case p := <-props:
+			s.leadBatch(p)
+		case m := <-inbox:
+			s.onMessage(ctx, m)
+		case <-tick:
+			s.onTick(ctx)
 		}
 	}
+}
+
+// failQueued refuses the proposals queued while the node stopped leading:
+// none of them was applied.
+func (s *Server) failQueued() {
+	for {
+		select {
+		case p := <-s.proposals:
+			p.done <- applyResult{err: rpctypes.ErrGRPCNoLeader}
+		default:
+			return
+		}
+	}
+}
+
+// leadBatch applies one group commit as the leader: first (if any), the
+// forwarded writes, and whatever else is queued, up to maxBatch.
+func (s *Server) leadBatch(first *proposal) {
+	batch := make([]*proposal, 0, 16)
+	if s.repl != nil {
+		batch = append(batch, s.repl.fwdq...)
+		s.repl.fwdq = nil
+	}
+	if first != nil {
+		batch = append(batch, first)
+	}
+drain:
+	for len(batch) < maxBatch {
+		select {
+		case p := <-s.proposals:
+			batch = append(batch, p)
+		default:
+			break drain
+		}
+	}
+	results := make([]applyResult, 0, len(batch))
+	var events []mvccpb.Event
+	var jobs []compactJob
+	var entries []repl.Entry
+	idx := s.appliedIdx
+	epoch := s.currentEpoch()
+	now := time.Now().UnixNano()
+	err := s.be.Update(func(tx storage.WriteTx) error {
+		for _, p := range batch {
+			idx++
+			r, evs, job, err := s.apply(tx, p.req)
+			if err != nil {
+				return err // storage failure: abort the whole batch
+			}
+			if job != nil {
+				jobs = append(jobs, *job)
+				r.physical = job.done
+			}
+			results = append(results, r)
+			events = append(events, evs...)
+			if s.repl != nil {
+				data, err := p.req.Marshal()
+				if err != nil {
+					return err
+				}
+				origin := p.origin
+				if origin == 0 {
+					origin = s.memberID
+				}
+				e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Data: data}
+				if err := repl.Append(tx, &e); err != nil {
+					return err
+				}
+				entries = append(entries, e)
+			}
+		}
+		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(idx)); err != nil {
+			return err
+		}
+		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term))
+	})
+	if err != nil {
+		// Memory may be ahead of disk now. Refuse everything and stop;
+		// the restart rebuilds from what is durable. Nobody in this
+		// batch was told "success".
+		s.fail(err)
+		for _, p := range batch {
+			if p.done != nil {
+				p.done <- applyResult{err: rpctypes.ErrGRPCStopped}
+			}
+		}
+		return
+	}
+	s.mu.Lock()
+	s.appliedIdx = idx
+	s.mu.Unlock()
+	s.m.ProposalsApplied.Add(float64(len(batch)))
+	s.m.BatchSize.Observe(float64(len(batch)))
+	_, cur, _ := s.store.Revs()
+	p := &pending{last: idx, rev: cur, events: events, batch: batch, results: results, jobs: jobs}
+	if s.repl == nil {
+		s.release(p)
+		return
+	}
+	// Published only once durable here, so whatever the replica applies
+	// is on both disks: the replica's applied index is committed.
+	msg := &transport.Message{Class: transport.Log, Kind: repl.KindEntries, Term: epoch.Term, Index: entries[0].Index, Payload: repl.EncodeEntries(entries)}
+	if err := s.repl.tr.Send(msg); err != nil {
+		// Not lost: the replica sees the gap and fetches it from the log.
+		s.log.Warn("entries not sent; the replica will catch up", "first", entries[0].Index, "err", err)
+	}
+	p.at = s.repl.det.Now()
+	s.repl.inflight = append(s.repl.inflight, p)
+	s.releaseCommitted()
 }
 
 // apply applies one entry. A returned error is a storage failure; request
@@ -567,6 +661,9 @@ func (s *Server) applyAlarm(tx storage.WriteTx, a *pb.AlarmRequest) (*pb.AlarmRe
 // leaseExpiry revokes expired leases through the log.
 func (s *Server) leaseExpiry(ctx context.Context) error {
 	every(ctx, 250*time.Millisecond, func() {
+		if !s.Role().Leads() {
+			return // the leader revokes expired leases through the log
+		}
 		for _, id := range s.lessor.Expired(64) {
 			_, err := s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 			if err != nil && err != rpctypes.ErrGRPCLeaseNotFound {

@@ -108,8 +108,8 @@ func (s *Server) autoCompact(ctx context.Context) error {
 			} else {
 				target = rev - keepRevs
 			}
-			if target <= compacted || target <= 0 {
-				continue
+			if target <= compacted || target <= 0 || !s.Role().Leads() {
+				continue // in a pair only the leader compacts (a logged entry)
 			}
 			_, err := s.propose(ctx, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: target}})
 			if err != nil && ctx.Err() == nil {

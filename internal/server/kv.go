@@ -11,6 +11,7 @@ import (
 
 	"github.com/dyad-db/dyad/internal/lease"
 	"github.com/dyad-db/dyad/internal/mvcc"
+	"github.com/dyad-db/dyad/internal/repl"
 )
 
 // toGRPC maps internal errors to etcd's gRPC errors.
@@ -127,9 +128,14 @@ func (k kvSorter) Less(i, j int) bool { return k.less(&k.kvs[i], &k.kvs[j]) }
 
 // Range serves a read. Linearizable and serializable reads are the same on a
 // single node: every acknowledged write is readable before it is
-// acknowledged.
+// acknowledged. In a pair see linearizable.
 func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	s.m.Ranges.Inc()
+	if !r.Serializable {
+		if err := s.linearizable(ctx); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := rangeKV(func(key, end []byte, ro mvcc.RangeOptions) (mvcc.RangeResult, error) {
 		res, _, err := s.store.Range(key, end, ro)
 		return res, err
@@ -228,4 +234,29 @@ func (s *Server) checkSpace(cost int) error {
 		s.log.Error("raising NOSPACE alarm failed", "err", err)
 	}
 	return rpctypes.ErrGRPCNoSpace
+}
+
+// linearizable makes a read linearizable in a pair (brief: "Reads and
+// headers"): the replica serves its applied revision while it holds its
+// read lease; the primary waits until the commit revision reaches the last
+// revision assigned when the read arrived (and needs its role lease); a
+// node leading alone serves at once; a node without a primary refuses.
+func (s *Server) linearizable(ctx context.Context) error {
+	if s.repl == nil {
+		return nil
+	}
+	switch s.Role() {
+	case repl.RoleSolo:
+		return nil
+	case repl.RoleReplica:
+		if s.HasLeader() {
+			return nil
+		}
+	case repl.RolePrimary:
+		if s.HasLeader() {
+			_, assigned, _ := s.store.Revs()
+			return s.waitVisible(ctx, assigned)
+		}
+	}
+	return rpctypes.ErrGRPCNoLeader
 }

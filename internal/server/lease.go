@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/dyad-db/dyad/internal/lease"
+	"github.com/dyad-db/dyad/internal/repl"
 )
 
 // LeaseGrant creates a lease, choosing its ID when the request has none.
@@ -52,6 +53,13 @@ func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb
 
 // LeaseRenew is one keep-alive. It returns the TTL, or lease.ErrNotFound.
 func (s *Server) LeaseRenew(ctx context.Context, id int64) (int64, error) {
+	if s.repl != nil && !s.Role().Leads() {
+		if s.Role() != repl.RoleReplica {
+			return 0, rpctypes.ErrGRPCNoLeader
+		}
+		// Only the leader times leases: renew there.
+		return s.forwardKeepAlive(ctx, id)
+	}
 	return s.lessor.Renew(id)
 }
 

@@ -18,7 +18,9 @@ import (
 	"github.com/dyad-db/dyad/internal/auth"
 	"github.com/dyad-db/dyad/internal/lease"
 	"github.com/dyad-db/dyad/internal/mvcc"
+	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/storage"
+	"github.com/dyad-db/dyad/internal/transport"
 	"github.com/dyad-db/dyad/internal/watch"
 )
 
@@ -48,6 +50,14 @@ type Config struct {
 	MinLeaseTTL int64
 	// UnsafeNoFsync disables fsync (benchmarks of upper layers only).
 	UnsafeNoFsync bool
+
+	// ClusterID, when not zero, is the pair's cluster ID (derived from
+	// --initial-cluster and its token); a data dir created for another
+	// cluster is refused. MemberID likewise names this member.
+	ClusterID uint64
+	MemberID  uint64
+	// Repl, when set, makes the node one of a two-zone pair.
+	Repl *ReplConfig
 
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -97,8 +107,15 @@ type Server struct {
 	stopped   chan struct{} // closed when the applier has stopped
 	readyc    chan struct{} // closed when Run has started everything
 
+	repl *replState // nil for a single node
+
+	// visible is closed and replaced whenever the visible revision grows
+	// (linearizable reads on the primary wait on it). Guarded by mu.
+	visible chan struct{}
+
 	// mu guards the fields below.
 	mu         sync.Mutex
+	epoch      repl.Epoch // the epoch of the newest entry (or the one being led)
 	appliedIdx uint64
 	alarms     map[pb.AlarmType]bool
 	fatal      error
@@ -126,6 +143,10 @@ func New(cfg Config) (*Server, error) {
 		stopped:   make(chan struct{}),
 		readyc:    make(chan struct{}),
 		alarms:    map[pb.AlarmType]bool{},
+		visible:   make(chan struct{}),
+	}
+	if cfg.Repl != nil {
+		s.repl = newReplState(*cfg.Repl)
 	}
 	be, err := storage.Open(DBPath(cfg.DataDir), storage.Options{
 		NoSync: cfg.UnsafeNoFsync,
@@ -160,8 +181,18 @@ func New(cfg Config) (*Server, error) {
 	s.leaseID = lease.NewIDGen(s.memberID, time.Now())
 	s.hub = watch.NewHub(store, watch.Options{ProgressInterval: cfg.WatchProgressNotifyInterval})
 	s.m.QuotaBytes.Set(float64(cfg.QuotaBackendBytes))
-	s.m.HasLeader.Set(1)
-	s.m.IsLeader.Set(1)
+	if s.repl != nil {
+		if err := s.loadEpochs(); err != nil {
+			be.Close()
+			return nil, err
+		}
+		s.epoch = repl.Last(s.repl.epochs).Epoch
+		s.m.HasLeader.Set(0)
+		s.m.IsLeader.Set(0)
+	} else {
+		s.m.HasLeader.Set(1)
+		s.m.IsLeader.Set(1)
+	}
 	s.refreshGauges()
 	rev, _, compacted := store.Revs()
 	s.log.Info("store opened", "data-dir", cfg.DataDir, "revision", rev, "compact-revision", compacted,
@@ -176,6 +207,21 @@ func (s *Server) bootstrap() error {
 	return s.be.Update(func(tx storage.WriteTx) error {
 		s.clusterID = storage.Uint64(tx.Get(storage.BucketMeta, metaClusterID))
 		s.memberID = storage.Uint64(tx.Get(storage.BucketMeta, metaMemberID))
+		if c := s.cfg.ClusterID; c != 0 && s.clusterID != 0 && s.clusterID != c {
+			return fmt.Errorf("data dir %s belongs to cluster %x, not %x (--initial-cluster or its token differ)", s.cfg.DataDir, s.clusterID, c)
+		}
+		if s.clusterID == 0 && s.cfg.ClusterID != 0 {
+			s.clusterID = s.cfg.ClusterID
+			if err := tx.Put(storage.BucketMeta, metaClusterID, storage.PutUint64(s.clusterID)); err != nil {
+				return err
+			}
+		}
+		if s.memberID == 0 && s.cfg.MemberID != 0 {
+			s.memberID = s.cfg.MemberID
+			if err := tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID)); err != nil {
+				return err
+			}
+		}
 		if s.memberID == 0 {
 			s.memberID = randomID()
 			if err := tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID)); err != nil {
@@ -251,6 +297,22 @@ func (s *Server) Run(ctx context.Context) error {
 	run(s.leaseExpiry)
 	run(s.autoCompact)
 	run(s.gaugeLoop)
+	if s.repl != nil {
+		r := s.repl
+		err := r.tr.Start(func(m *transport.Message) {
+			select {
+			case r.inbox <- m:
+			case <-ctx.Done():
+			}
+		})
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		run(s.catchupServer)
+		run(s.logTrimmer)
+	}
 	close(s.readyc)
 	wg.Wait()
 	select {
@@ -261,8 +323,41 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// Close releases the data file. Call after Run has returned.
-func (s *Server) Close() error { return s.be.Close() }
+// Close releases the transport and the data file. Call after Run has
+// returned.
+func (s *Server) Close() error {
+	if s.repl != nil {
+		s.repl.tr.Close()
+	}
+	return s.be.Close()
+}
+
+// signalVisible wakes the readers waiting for the visible revision.
+func (s *Server) signalVisible() {
+	s.mu.Lock()
+	close(s.visible)
+	s.visible = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// waitVisible waits until the visible revision reaches rev.
+func (s *Server) waitVisible(ctx context.Context, rev int64) error {
+	for {
+		s.mu.Lock()
+		c := s.visible
+		s.mu.Unlock()
+		if s.store.ReadableRev() >= rev {
+			return nil
+		}
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		case <-s.stopped:
+			return errStopped
+		}
+	}
+}
 
 // Hub is the node's watch hub.
 func (s *Server) Hub() *watch.Hub { return s.hub }

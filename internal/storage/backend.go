@@ -29,8 +29,14 @@ var (
 	BucketAuthUsers      = []byte("authUsers")
 	BucketAuthRoles      = []byte("authRoles")
 
+	// dyad's own buckets: the replication log and the epoch history
+	// (internal/repl). etcd ignores buckets it does not know.
+	BucketLog    = []byte("dyad_log")
+	BucketEpochs = []byte("dyad_epochs")
+
 	allBuckets = [][]byte{BucketKey, BucketMeta, BucketLease, BucketAlarm, BucketCluster,
-		BucketMembers, BucketMembersRemoved, BucketAuth, BucketAuthUsers, BucketAuthRoles}
+		BucketMembers, BucketMembersRemoved, BucketAuth, BucketAuthUsers, BucketAuthRoles,
+		BucketLog, BucketEpochs}
 )
 
 // Meta keys shared with etcd's schema.

@@ -1,0 +1,102 @@
+package repl
+
+import "time"
+
+// Detector times, on the node's own monotonic clock, the leases the two
+// nodes hold from each other, and decides when the peer is dead. It is
+// owned by the apply loop (not safe for concurrent use).
+//
+// The lease rule: a node holds a lease from its peer until E + Lease, where
+// E is the newest of its own heartbeat send times that the peer has echoed
+// back. Every reading is on the node's own clock, so clocks of the two
+// machines are never compared. The peer's lease from this node ends, in
+// real time, no later than the moment this node sent its newest fresh echo
+// plus Lease; Drift covers clock rate differences.
+//
+// The replica's read lease and the primary's role lease are the same
+// mechanism seen from the two sides.
+type Detector struct {
+	Lease time.Duration
+	Drift time.Duration
+
+	start        time.Time
+	lastTick     int64
+	runningSince int64 // start of this node's current uninterrupted run
+	peerSeen     int64 // when the newest peer heartbeat arrived (0: never)
+	peerSentAt   int64 // newest peer SentAt (peer's clock), echoed back
+	echoSentAt   int64 // when a heartbeat first carried peerSentAt
+	echoPending  bool  // peerSentAt not yet sent back
+	leaseUntil   int64 // own lease from the peer
+}
+
+// NewDetector returns a detector that has not heard from its peer.
+func NewDetector(lease, drift time.Duration) *Detector {
+	d := &Detector{Lease: lease, Drift: drift, start: time.Now()}
+	d.lastTick = d.Now()
+	d.runningSince = d.lastTick
+	return d
+}
+
+// Now is the detector's clock: monotonic ns since it was made (>= 1).
+func (d *Detector) Now() int64 { return int64(time.Since(d.start)) + 1 }
+
+// Tick is called from the apply loop several times per Lease. A gap longer
+// than Lease/4 means this node itself was frozen (SIGSTOP, a stall in
+// fsync, a VM pause): the peer's silence is counted again from now.
+func (d *Detector) Tick(now int64) {
+	if now-d.lastTick > int64(d.Lease/4) {
+		d.runningSince = now
+	}
+	d.lastTick = now
+}
+
+// Outgoing returns the SentAt and Echo to put in a heartbeat sent now.
+func (d *Detector) Outgoing(now int64) (sentAt, echo int64) {
+	if d.echoPending {
+		d.echoSentAt = now
+		d.echoPending = false
+	}
+	return now, d.peerSentAt
+}
+
+// Heard records a heartbeat from the peer, received now.
+func (d *Detector) Heard(h *Heartbeat, now int64) {
+	d.peerSeen = now
+	if h.SentAt > d.peerSentAt {
+		d.peerSentAt = h.SentAt
+		d.echoPending = true
+	}
+	if h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
+		d.leaseUntil = h.Echo + int64(d.Lease)
+	}
+}
+
+// HoldsLease reports whether the peer's echoes still vouch for this node.
+func (d *Detector) HoldsLease(now int64) bool { return now < d.leaseUntil }
+
+// PeerDead reports whether the peer is silent for a full Lease of this
+// node's uninterrupted running time.
+func (d *Detector) PeerDead(now int64) bool {
+	since := d.peerSeen
+	if d.runningSince > since {
+		since = d.runningSince
+	}
+	return now-since > int64(d.Lease)
+}
+
+// PeerLeaseExpired reports whether the peer can no longer hold a lease
+// from this node: every echo this node sent is older than Lease + Drift.
+func (d *Detector) PeerLeaseExpired(now int64) bool {
+	if d.echoSentAt == 0 {
+		return true
+	}
+	return now > d.echoSentAt+int64(d.Lease+d.Drift)
+}
+
+// ForgetPeer drops the lease this node holds (after a role change that
+// must not reuse it).
+func (d *Detector) ForgetPeer() { d.leaseUntil = 0 }
+
+// LeaseUntil is the detector time until which this node holds its peer's
+// lease (0: none).
+func (d *Detector) LeaseUntil() int64 { return d.leaseUntil }

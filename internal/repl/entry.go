@@ -1,0 +1,177 @@
+package repl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Epoch names one period of one node's leadership. Every role change, and
+// entering solo, starts a new one.
+type Epoch struct {
+	Term uint64
+	Node uint64
+}
+
+// Less orders epochs by term, then node.
+func (e Epoch) Less(o Epoch) bool {
+	if e.Term != o.Term {
+		return e.Term < o.Term
+	}
+	return e.Node < o.Node
+}
+
+// IsZero reports the empty epoch (before any leadership).
+func (e Epoch) IsZero() bool { return e.Term == 0 && e.Node == 0 }
+
+func (e Epoch) String() string { return fmt.Sprintf("%d/%x", e.Term, e.Node) }
+
+// Entry is one replicated state change.
+type Entry struct {
+	Index uint64
+	Epoch Epoch
+	// Origin and ReqID identify the client request: the node that received
+	// it and that node's request number. A node applying an entry it
+	// originated answers its waiting client with the local result. ReqID 0:
+	// an entry the primary made itself (lease expiry, auto compaction).
+	Origin uint64
+	ReqID  uint64
+	// Time is the primary's wall clock at append (unix ns), for log
+	// retention by age.
+	Time int64
+	// Data is the marshalled etcdserverpb.InternalRaftRequest.
+	Data []byte
+}
+
+// ErrDecode reports a malformed entry or message.
+var ErrDecode = errors.New("repl: malformed data")
+
+// AppendEntry appends e's encoding to b.
+func AppendEntry(b []byte, e *Entry) []byte {
+	b = binary.AppendUvarint(b, e.Index)
+	b = binary.AppendUvarint(b, e.Epoch.Term)
+	b = binary.BigEndian.AppendUint64(b, e.Epoch.Node)
+	b = binary.BigEndian.AppendUint64(b, e.Origin)
+	b = binary.AppendUvarint(b, e.ReqID)
+	b = binary.AppendVarint(b, e.Time)
+	b = binary.AppendUvarint(b, uint64(len(e.Data)))
+	return append(b, e.Data...)
+}
+
+// decoder reads the fields of an encoding in order; the first failure
+// sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = ErrDecode
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = ErrDecode
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.err = ErrDecode
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+// bytes returns a length-prefixed field; it aliases the input.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if uint64(len(d.b)) < n {
+		d.err = ErrDecode
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) entry(e *Entry) {
+	e.Index = d.uvarint()
+	e.Epoch.Term = d.uvarint()
+	e.Epoch.Node = d.u64()
+	e.Origin = d.u64()
+	e.ReqID = d.uvarint()
+	e.Time = d.varint()
+	e.Data = d.bytes()
+}
+
+// DecodeEntry decodes one entry; e.Data aliases b.
+func DecodeEntry(b []byte) (Entry, error) {
+	var e Entry
+	d := decoder{b: b}
+	d.entry(&e)
+	if d.err == nil && len(d.b) != 0 {
+		d.err = ErrDecode
+	}
+	return e, d.err
+}
+
+// EncodeEntries encodes a run of consecutive entries (one Log or Catchup
+// message).
+func EncodeEntries(es []Entry) []byte {
+	n := 0
+	for i := range es {
+		n += len(es[i].Data) + 48
+	}
+	b := make([]byte, 0, n+binary.MaxVarintLen64)
+	b = binary.AppendUvarint(b, uint64(len(es)))
+	for i := range es {
+		b = AppendEntry(b, &es[i])
+	}
+	return b
+}
+
+// DecodeEntries decodes EncodeEntries' output and checks that the indexes
+// are consecutive. The entries' Data alias b.
+func DecodeEntries(b []byte) ([]Entry, error) {
+	d := decoder{b: b}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(b)) {
+		return nil, ErrDecode
+	}
+	es := make([]Entry, n)
+	for i := range es {
+		d.entry(&es[i])
+		if d.err == nil && i > 0 && es[i].Index != es[i-1].Index+1 {
+			d.err = fmt.Errorf("%w: entries not consecutive (%d after %d)", ErrDecode, es[i].Index, es[i-1].Index)
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = ErrDecode
+	}
+	return es, d.err
+}

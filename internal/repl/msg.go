@@ -1,0 +1,222 @@
+package repl
+
+import (
+	"encoding/binary"
+)
+
+// Kinds of transport messages (transport.Message.Kind). The class each one
+// travels on is given beside it.
+const (
+	KindEntries    uint16 = iota + 1 // Log: live entries, EncodeEntries
+	KindAck                          // Ack: Message.Index = last index durable on the replica
+	KindHeartbeat                    // Heartbeat: Heartbeat
+	KindForward                      // Control: Forward, replica -> primary
+	KindReply                        // Control: Reply, primary -> replica
+	KindCatchupReq                   // Control: CatchupReq, replica -> primary
+	KindCatchup                      // Catchup: EncodeEntries of old entries, or none with Flags FlagLogGone
+)
+
+// FlagLogGone on a KindCatchup message: the log no longer reaches back to
+// the index asked for.
+const FlagLogGone uint32 = 1
+
+// Role is what a node is doing, as announced in its heartbeats.
+type Role uint8
+
+const (
+	// RoleWaiting: not serving writes; waiting for a peer (or for
+	// force-primary) after a start, or after losing its primary.
+	RoleWaiting Role = iota
+	// RoleReplica: follows a primary.
+	RoleReplica
+	// RolePrimary: leads with a synchronous replica (protocol C).
+	RolePrimary
+	// RoleSolo: leads alone, acknowledging without the peer.
+	RoleSolo
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleWaiting:
+		return "waiting"
+	case RoleReplica:
+		return "replica"
+	case RolePrimary:
+		return "primary"
+	case RoleSolo:
+		return "solo"
+	}
+	return "role?"
+}
+
+// Leads reports whether a node in role r takes writes.
+func (r Role) Leads() bool { return r == RolePrimary || r == RoleSolo }
+
+// Heartbeat is sent from the apply loop every lease/4. SentAt and Echo are
+// monotonic clock readings (ns): SentAt on the sender's clock, Echo the
+// newest SentAt the sender has received from its peer (so, on the
+// receiver's own clock). A node holds a lease from its peer until Echo +
+// lease on its own clock.
+type Heartbeat struct {
+	Role    Role
+	Epoch   Epoch  // the sender's current epoch (its primary's, for a replica)
+	Applied uint64 // last index applied and durable
+	Commit  uint64 // last index known committed
+	Rev     int64  // revision visible at the sender
+	SentAt  int64
+	Echo    int64
+	LedLast bool // the sender's newest epoch is its own (it may serve alone)
+	MaxTerm uint64
+}
+
+// Encode returns h's encoding.
+func (h *Heartbeat) Encode() []byte {
+	b := make([]byte, 0, 64)
+	b = append(b, byte(h.Role))
+	b = binary.AppendUvarint(b, h.Epoch.Term)
+	b = binary.BigEndian.AppendUint64(b, h.Epoch.Node)
+	b = binary.AppendUvarint(b, h.Applied)
+	b = binary.AppendUvarint(b, h.Commit)
+	b = binary.AppendVarint(b, h.Rev)
+	b = binary.AppendVarint(b, h.SentAt)
+	b = binary.AppendVarint(b, h.Echo)
+	if h.LedLast {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	return binary.AppendUvarint(b, h.MaxTerm)
+}
+
+// DecodeHeartbeat decodes Heartbeat.Encode's output.
+func DecodeHeartbeat(b []byte) (Heartbeat, error) {
+	var h Heartbeat
+	if len(b) < 1 {
+		return h, ErrDecode
+	}
+	h.Role = Role(b[0])
+	d := decoder{b: b[1:]}
+	h.Epoch.Term = d.uvarint()
+	h.Epoch.Node = d.u64()
+	h.Applied = d.uvarint()
+	h.Commit = d.uvarint()
+	h.Rev = d.varint()
+	h.SentAt = d.varint()
+	h.Echo = d.varint()
+	if d.err == nil && len(d.b) < 1 {
+		d.err = ErrDecode
+	}
+	if d.err == nil {
+		h.LedLast = d.b[0] == 1
+		d.b = d.b[1:]
+		h.MaxTerm = d.uvarint()
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = ErrDecode
+	}
+	return h, d.err
+}
+
+// Forward kinds.
+const (
+	ForwardWrite     uint8 = 1 // Data: an InternalRaftRequest to log
+	ForwardKeepAlive uint8 = 2 // Data: the lease ID, 8 bytes big-endian
+)
+
+// Forward is a request the replica hands to the primary. A write's answer
+// is the local result of applying the entry that carries (Origin, ReqID);
+// a keep-alive is answered by a Reply.
+type Forward struct {
+	Op    uint8
+	ReqID uint64
+	Data  []byte
+}
+
+// Encode returns f's encoding.
+func (f *Forward) Encode() []byte {
+	b := make([]byte, 0, len(f.Data)+16)
+	b = append(b, f.Op)
+	b = binary.AppendUvarint(b, f.ReqID)
+	b = binary.AppendUvarint(b, uint64(len(f.Data)))
+	return append(b, f.Data...)
+}
+
+// DecodeForward decodes Forward.Encode's output; Data aliases b.
+func DecodeForward(b []byte) (Forward, error) {
+	var f Forward
+	if len(b) < 1 {
+		return f, ErrDecode
+	}
+	f.Op = b[0]
+	d := decoder{b: b[1:]}
+	f.ReqID = d.uvarint()
+	f.Data = d.bytes()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = ErrDecode
+	}
+	return f, d.err
+}
+
+// Reply answers a forwarded keep-alive: the TTL, or an error code.
+type Reply struct {
+	ReqID uint64
+	TTL   int64
+	Err   uint8 // 0 ok, ReplyLeaseNotFound, ReplyNotPrimary
+}
+
+// Reply error codes.
+const (
+	ReplyOK            uint8 = 0
+	ReplyLeaseNotFound uint8 = 1
+	ReplyNotPrimary    uint8 = 2
+)
+
+// Encode returns r's encoding.
+func (r *Reply) Encode() []byte {
+	b := binary.AppendUvarint(nil, r.ReqID)
+	b = binary.AppendVarint(b, r.TTL)
+	return append(b, r.Err)
+}
+
+// DecodeReply decodes Reply.Encode's output.
+func DecodeReply(b []byte) (Reply, error) {
+	var r Reply
+	d := decoder{b: b}
+	r.ReqID = d.uvarint()
+	r.TTL = d.varint()
+	if d.err == nil && len(d.b) != 1 {
+		d.err = ErrDecode
+	}
+	if d.err == nil {
+		r.Err = d.b[0]
+	}
+	return r, d.err
+}
+
+// CatchupReq asks the primary for the entries from From on. Prev is the
+// epoch of the asker's entry at From-1 (zero if none), so the primary can
+// tell a replica whose log diverged from its own.
+type CatchupReq struct {
+	From uint64
+	Prev Epoch
+}
+
+// Encode returns c's encoding.
+func (c *CatchupReq) Encode() []byte {
+	b := binary.AppendUvarint(nil, c.From)
+	b = binary.AppendUvarint(b, c.Prev.Term)
+	return binary.BigEndian.AppendUint64(b, c.Prev.Node)
+}
+
+// DecodeCatchupReq decodes CatchupReq.Encode's output.
+func DecodeCatchupReq(b []byte) (CatchupReq, error) {
+	var c CatchupReq
+	d := decoder{b: b}
+	c.From = d.uvarint()
+	c.Prev.Term = d.uvarint()
+	c.Prev.Node = d.u64()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = ErrDecode
+	}
+	return c, d.err
+}

@@ -1,0 +1,847 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/storage"
+	"github.com/dyad-db/dyad/internal/transport"
+)
+
+// ReplConfig turns a node into one of a two-zone pair. See
+// docs/ARCHITECTURE.md ("Two zones") for the protocol.
+type ReplConfig struct {
+	Transport transport.Transport
+	// Lease is the failure-detection lease (--peer-lease).
+	Lease time.Duration
+	// AckTimeout declares the replica dead when an entry stays unacked
+	// this long (--ack-timeout).
+	AckTimeout time.Duration
+	// Bootstrap lets this node start a new pair alone when its data dir
+	// is empty (--initial-cluster-state new, first member or preferred
+	// zone). Otherwise an empty node waits for a peer to follow.
+	Bootstrap bool
+	// Preferred: this node is in the preferred zone (split brain and
+	// cold-start ties).
+	Preferred bool
+	// Fence, when set, must succeed before this node promotes itself.
+	Fence func(ctx context.Context) error
+	// Retention bounds the replication log.
+	Retention repl.Retention
+}
+
+// replState is the replication state. Fields are owned by the apply loop
+// unless noted.
+type replState struct {
+	cfg ReplConfig
+	tr  transport.Transport
+	det *repl.Detector
+
+	// inbox carries received messages to the apply loop; catchupc carries
+	// catch-up requests to the catch-up server.
+	inbox    chan *transport.Message
+	catchupc chan repl.CatchupReq
+
+	epochs   []repl.EpochRecord
+	maxTerm  uint64
+	ledLast  bool // the newest epoch at start was this node's own
+	started  int64
+	peer     repl.Heartbeat
+	peerSeen bool
+	// following is the epoch of the primary this replica follows.
+	following repl.Epoch
+	ackIdx   uint64
+	inflight []*pending
+	fwdq     []*proposal // forwarded writes waiting for the next batch
+	dedup    *dedup
+
+	catchupAsked int64 // detector time of the outstanding catch-up request (0: none)
+	stuck        string
+
+	// Shared with request goroutines (atomics).
+	role       atomic.Uint32 // repl.Role
+	leaseUntil atomic.Int64  // detector time until which this node holds its peer's lease
+	nextReq    atomic.Uint64
+	// Guarded by Server.mu.
+	fwdWait map[uint64]*proposal
+	kaWait  map[uint64]chan repl.Reply
+}
+
+// pending is a locally committed leader batch waiting for the replica.
+type pending struct {
+	last    uint64
+	rev     int64
+	at      int64 // detector time of the local commit
+	events  []mvccEvent
+	batch   []*proposal
+	results []applyResult
+	jobs    []compactJob
+}
+
+func newReplState(cfg ReplConfig) *replState {
+	if cfg.Lease <= 0 {
+		cfg.Lease = time.Second
+	}
+	if cfg.AckTimeout <= 0 {
+		cfg.AckTimeout = 2 * cfg.Lease
+	}
+	r := &replState{
+		cfg:      cfg,
+		tr:       cfg.Transport,
+		det:      repl.NewDetector(cfg.Lease, cfg.Lease/10+10*time.Millisecond),
+		inbox:    make(chan *transport.Message, 4096),
+		catchupc: make(chan repl.CatchupReq, 16),
+		dedup:    newDedup(1 << 16),
+		fwdWait:  map[uint64]*proposal{},
+		kaWait:   map[uint64]chan repl.Reply{},
+	}
+	r.started = r.det.Now()
+	return r
+}
+
+// Role is the node's replication role (RolePrimary... ; a single node
+// reports RoleSolo).
+func (s *Server) Role() repl.Role {
+	if s.repl == nil {
+		return repl.RoleSolo
+	}
+	return repl.Role(s.repl.role.Load())
+}
+
+// HasLeader reports whether the node knows a valid primary: itself while
+// leading, or a primary whose lease it holds.
+func (s *Server) HasLeader() bool {
+	if s.repl == nil {
+		return true
+	}
+	switch s.Role() {
+	case repl.RoleSolo:
+		return true
+	case repl.RolePrimary, repl.RoleReplica:
+		return s.repl.det.Now() < s.repl.leaseUntil.Load()
+	}
+	return false
+}
+
+// loadEpochs reads the epoch history at start.
+func (s *Server) loadEpochs() error {
+	r := s.repl
+	return s.be.View(func(tx storage.ReadTx) error {
+		h, err := repl.Epochs(tx)
+		if err != nil {
+			return err
+		}
+		r.epochs = h
+		last := repl.Last(h)
+		r.ledLast = last.Epoch.Node == s.memberID && !last.Epoch.IsZero()
+		r.maxTerm = s.term
+		if last.Epoch.Term > r.maxTerm {
+			r.maxTerm = last.Epoch.Term
+		}
+		return nil
+	})
+}
+
+// newEpoch starts and persists an epoch led by this node.
+func (s *Server) newEpoch(solo bool) error {
+	r := s.repl
+	term := r.maxTerm + 1
+	if r.peer.MaxTerm >= term {
+		term = r.peer.MaxTerm + 1
+	}
+	rec := repl.EpochRecord{Epoch: repl.Epoch{Term: term, Node: s.memberID}, Start: s.appliedIdx + 1, Solo: solo}
+	err := s.be.Update(func(tx storage.WriteTx) error {
+		if err := repl.PutEpoch(tx, rec); err != nil {
+			return err
+		}
+		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(term))
+	})
+	if err != nil {
+		return err
+	}
+	r.epochs = append(r.epochs, rec)
+	r.maxTerm = term
+	s.mu.Lock()
+	s.term = term
+	s.epoch = rec.Epoch
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) setRole(role repl.Role, why string) {
+	r := s.repl
+	old := repl.Role(r.role.Swap(uint32(role)))
+	if old == role {
+		return
+	}
+	s.log.Warn("role change", "from", old.String(), "to", role.String(), "why", why, "epoch", s.currentEpoch().String(), "applied-index", s.appliedIdx)
+	s.m.Role.Set(float64(role))
+	if old == repl.RoleReplica {
+		// Forwarded requests may or may not be applied by a later
+		// primary: their callers get "request timed out", never a guess.
+		s.mu.Lock()
+		for id, p := range r.fwdWait {
+			p.done <- applyResult{err: rpctypes.ErrGRPCTimeout}
+			delete(r.fwdWait, id)
+		}
+		for id, c := range r.kaWait {
+			c <- repl.Reply{ReqID: id, Err: repl.ReplyNotPrimary}
+			delete(r.kaWait, id)
+		}
+		s.mu.Unlock()
+	}
+	if role.Leads() {
+		s.m.HasLeader.Set(1)
+		s.m.IsLeader.Set(1)
+		s.m.LeaderChanges.Inc()
+	} else {
+		s.m.IsLeader.Set(0)
+		if role == repl.RoleWaiting {
+			s.m.HasLeader.Set(0)
+		}
+	}
+}
+
+func (s *Server) currentEpoch() repl.Epoch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// sendHeartbeat is called from the apply loop.
+func (s *Server) sendHeartbeat() {
+	r := s.repl
+	now := r.det.Now()
+	role := s.Role()
+	var sentAt, echo int64
+	// The leader withholds its echo (the replica's read lease) while the
+	// replica is not synchronous: in solo, and once acks are overdue.
+	if role == repl.RoleSolo || (role == repl.RolePrimary && s.ackOverdue(now)) {
+		sentAt = now
+	} else {
+		sentAt, echo = r.det.Outgoing(now)
+	}
+	epoch := s.currentEpoch()
+	if role == repl.RoleReplica {
+		epoch = r.following
+	}
+	hb := repl.Heartbeat{
+		Role: role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
+		Rev: s.store.ReadableRev(), SentAt: sentAt, Echo: echo, LedLast: r.ledLast, MaxTerm: r.maxTerm,
+	}
+	if err := r.tr.Send(&transport.Message{Class: transport.Heartbeat, Kind: repl.KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Payload: hb.Encode()}); err != nil {
+		s.log.Debug("heartbeat not sent", "err", err)
+	}
+}
+
+func (s *Server) commitIdx() uint64 {
+	r := s.repl
+	switch s.Role() {
+	case repl.RolePrimary:
+		return r.ackIdx
+	}
+	return s.appliedIdx
+}
+
+func (s *Server) ackOverdue(now int64) bool {
+	r := s.repl
+	return len(r.inflight) > 0 && now-r.inflight[0].at > int64(r.cfg.AckTimeout)
+}
+
+// onTick runs the detector and the role rules; called from the apply loop
+// every Lease/8.
+func (s *Server) onTick(ctx context.Context) {
+	r := s.repl
+	now := r.det.Now()
+	r.det.Tick(now)
+	s.sendHeartbeat()
+	s.evaluate(ctx, now)
+	r.leaseUntil.Store(r.det.LeaseUntil())
+	if r.catchupAsked != 0 && now-r.catchupAsked > int64(r.cfg.Lease) {
+		r.catchupAsked = 0 // lost or unanswered: ask again
+		if s.Role() == repl.RoleReplica {
+			s.askCatchup()
+		}
+	}
+}
+
+// peerFresh reports whether the peer has been heard within a lease.
+func (s *Server) peerFresh(now int64) bool {
+	return s.repl.peerSeen && !s.repl.det.PeerDead(now)
+}
+
+// evaluate applies the role rules (docs/ARCHITECTURE.md, "Roles").
+func (s *Server) evaluate(ctx context.Context, now int64) {
+	r := s.repl
+	fresh := s.peerFresh(now)
+	switch s.Role() {
+	case repl.RoleWaiting:
+		if r.stuck != "" {
+			return
+		}
+		waited := now-r.started > 2*int64(r.cfg.Lease)
+		switch {
+		case fresh && r.peer.Role.Leads():
+			s.follow()
+		case fresh && r.peer.Role == repl.RoleWaiting:
+			// Cold start of both: the one that led last leads; a fresh
+			// pair is started by the bootstrap node.
+			lead := r.ledLast && !r.peer.LedLast ||
+				r.ledLast && r.peer.LedLast && r.cfg.Preferred ||
+				!r.ledLast && !r.peer.LedLast && s.appliedIdx == 0 && r.peer.Applied == 0 && r.cfg.Bootstrap
+			if lead && waited {
+				s.lead(ctx, "cold start: this node led last")
+			}
+		case !fresh && waited && (r.ledLast || r.cfg.Bootstrap && s.appliedIdx == 0 && len(r.epochs) == 0):
+			s.lead(ctx, "peer absent; this node led last")
+		}
+	case repl.RoleReplica:
+		if fresh && r.peer.Role.Leads() {
+			r.following = r.peer.Epoch
+		}
+		if r.det.PeerDead(now) && r.det.PeerLeaseExpired(now) {
+			s.promote(ctx)
+		}
+	case repl.RolePrimary:
+		if fresh && r.peer.Role.Leads() && r.peer.Epoch.Term > s.currentEpoch().Term {
+			s.stepDown("peer leads a newer epoch")
+			return
+		}
+		if (r.det.PeerDead(now) || s.ackOverdue(now)) && r.det.PeerLeaseExpired(now) {
+			if err := s.newEpoch(true); err != nil {
+				s.fail(err)
+				return
+			}
+			s.m.SoloEntered.Inc()
+			s.setRole(repl.RoleSolo, "replica lost")
+			s.releaseCommitted()
+		}
+	case repl.RoleSolo:
+		if fresh && r.peer.Role.Leads() {
+			if r.peer.Epoch.Term > s.currentEpoch().Term && !r.cfg.Preferred {
+				s.m.SplitBrains.Inc()
+				s.stepDown("split brain: the peer leads too; the preferred zone keeps leading")
+			}
+			return
+		}
+		if fresh && r.peer.Role == repl.RoleReplica && r.peer.Epoch.Node == s.memberID && r.peer.Applied >= s.appliedIdx {
+			if err := s.newEpoch(false); err != nil {
+				s.fail(err)
+				return
+			}
+			r.ackIdx = r.peer.Applied
+			s.setRole(repl.RolePrimary, "replica caught up")
+		}
+	}
+}
+
+// lead makes this node the leader after a start.
+func (s *Server) lead(ctx context.Context, why string) {
+	if err := s.newEpoch(true); err != nil {
+		s.fail(err)
+		return
+	}
+	s.lessor.ResetDeadlines()
+	s.setRole(repl.RoleSolo, why)
+}
+
+// promote makes the replica the leader after its primary's lease expired.
+func (s *Server) promote(ctx context.Context) {
+	r := s.repl
+	if r.cfg.Fence != nil {
+		fctx, cancel := context.WithTimeout(ctx, r.cfg.Lease*5)
+		err := r.cfg.Fence(fctx)
+		cancel()
+		if err != nil {
+			s.log.Error("fence command failed; not promoting", "err", err)
+			s.setRole(repl.RoleWaiting, "fence failed")
+			return
+		}
+	}
+	if err := s.newEpoch(true); err != nil {
+		s.fail(err)
+		return
+	}
+	// Every lease gets its full TTL from now, as etcd does on a leader
+	// change; the old primary's deadlines are never used.
+	s.lessor.ResetDeadlines()
+	r.det.ForgetPeer()
+	s.m.Failovers.Inc()
+	s.setRole(repl.RoleSolo, "primary lost")
+}
+
+// stepDown leaves leadership; queued and in-flight writes get "request
+// timed out" (they may be in the log that a later primary keeps or drops).
+func (s *Server) stepDown(why string) {
+	r := s.repl
+	for _, p := range r.inflight {
+		for _, q := range p.batch {
+			if q.done != nil {
+				q.done <- applyResult{err: rpctypes.ErrGRPCTimeout}
+			}
+		}
+	}
+	r.inflight = nil
+	r.fwdq = nil
+	s.setRole(repl.RoleWaiting, why)
+}
+
+// follow makes this node the replica of its peer.
+func (s *Server) follow() {
+	r := s.repl
+	r.det.ForgetPeer()
+	r.following = r.peer.Epoch
+	s.setRole(repl.RoleReplica, "following "+r.peer.Epoch.String())
+	s.askCatchup()
+}
+
+func (s *Server) askCatchup() {
+	r := s.repl
+	var prev repl.Epoch
+	if s.appliedIdx > 0 {
+		prev = repl.EpochAt(r.epochs, s.appliedIdx)
+	}
+	req := repl.CatchupReq{From: s.appliedIdx + 1, Prev: prev}
+	r.catchupAsked = r.det.Now()
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindCatchupReq, Index: req.From, Payload: req.Encode()}); err != nil {
+		s.log.Warn("catch-up request not sent", "err", err)
+	}
+}
+
+// fail stops the node after a storage failure.
+func (s *Server) fail(err error) {
+	s.mu.Lock()
+	if s.fatal == nil {
+		s.fatal = fmt.Errorf("storage commit failed: %w", err)
+	}
+	s.mu.Unlock()
+	s.log.Error("storage failure; refusing requests", "err", err)
+}
+
+// onMessage handles one received message in the apply loop.
+func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
+	r := s.repl
+	switch m.Kind {
+	case repl.KindHeartbeat:
+		hb, err := repl.DecodeHeartbeat(m.Payload)
+		if err != nil {
+			return
+		}
+		now := r.det.Now()
+		r.det.Heard(&hb, now)
+		r.peer, r.peerSeen = hb, true
+		if hb.MaxTerm > r.maxTerm {
+			r.maxTerm = hb.MaxTerm
+		}
+		r.leaseUntil.Store(r.det.LeaseUntil())
+		s.evaluate(ctx, now)
+	case repl.KindAck:
+		if s.Role() == repl.RolePrimary && m.Index > r.ackIdx {
+			r.ackIdx = m.Index
+			s.releaseCommitted()
+		}
+	case repl.KindEntries, repl.KindCatchup:
+		if s.Role() != repl.RoleReplica {
+			return
+		}
+		if m.Kind == repl.KindCatchup {
+			r.catchupAsked = 0
+			if m.Flags != 0 {
+				r.stuck = "the primary's log no longer reaches this node's position, or the logs diverged; a snapshot resync is needed"
+				s.log.Error("cannot catch up from the log", "flags", m.Flags, "applied-index", s.appliedIdx)
+				s.setRole(repl.RoleWaiting, r.stuck)
+				return
+			}
+		}
+		es, err := repl.DecodeEntries(m.Payload)
+		if err != nil {
+			s.log.Error("bad entries from peer", "err", err)
+			return
+		}
+		s.followEntries(es, m.Kind == repl.KindCatchup)
+	case repl.KindForward:
+		f, err := repl.DecodeForward(m.Payload)
+		if err != nil {
+			return
+		}
+		s.onForward(m.From, f)
+	case repl.KindReply:
+		rp, err := repl.DecodeReply(m.Payload)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		c := r.kaWait[rp.ReqID]
+		delete(r.kaWait, rp.ReqID)
+		s.mu.Unlock()
+		if c != nil {
+			c <- rp
+		}
+	case repl.KindCatchupReq:
+		c, err := repl.DecodeCatchupReq(m.Payload)
+		if err != nil || !s.Role().Leads() {
+			return
+		}
+		select {
+		case r.catchupc <- c:
+		default: // the requester asks again
+		}
+	}
+}
+
+// onForward takes a request forwarded by the replica.
+func (s *Server) onForward(from uint64, f repl.Forward) {
+	r := s.repl
+	switch f.Op {
+	case repl.ForwardKeepAlive:
+		rp := repl.Reply{ReqID: f.ReqID}
+		if !s.Role().Leads() {
+			rp.Err = repl.ReplyNotPrimary
+		} else if len(f.Data) == 8 {
+			ttl, err := s.lessor.Renew(int64(binary.BigEndian.Uint64(f.Data)))
+			rp.TTL = ttl
+			if err != nil {
+				rp.Err = repl.ReplyLeaseNotFound
+			}
+		}
+		r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindReply, Payload: rp.Encode()})
+	case repl.ForwardWrite:
+		if !s.Role().Leads() || !r.dedup.add(from, f.ReqID) {
+			return // the replica's caller times out; a duplicate is dropped
+		}
+		req := &pb.InternalRaftRequest{}
+		if err := req.Unmarshal(f.Data); err != nil {
+			return
+		}
+		r.fwdq = append(r.fwdq, &proposal{req: req, origin: from, reqID: f.ReqID})
+	}
+}
+
+// followEntries applies entries received from the primary, in order.
+func (s *Server) followEntries(es []repl.Entry, fromCatchup bool) {
+	r := s.repl
+	i := 0
+	for i < len(es) && es[i].Index <= s.appliedIdx {
+		i++ // already applied (catch-up overlapping the live stream)
+	}
+	es = es[i:]
+	if len(es) == 0 {
+		if fromCatchup {
+			return // caught up
+		}
+		return
+	}
+	if es[0].Index != s.appliedIdx+1 {
+		// A gap: the live stream ran ahead of us. Fetch from the log.
+		if r.catchupAsked == 0 {
+			s.askCatchup()
+		}
+		return
+	}
+	if es[0].Epoch.Term < s.currentEpoch().Term {
+		return // an old epoch's samples
+	}
+	if err := s.applyFollowed(es); err != nil {
+		s.fail(err)
+		return
+	}
+	r.tr.Send(&transport.Message{Class: transport.Ack, Kind: repl.KindAck, Index: s.appliedIdx})
+	if fromCatchup {
+		s.askCatchup() // the next chunk, or an empty answer when caught up
+	}
+}
+
+// applyFollowed applies and persists entries as the replica.
+func (s *Server) applyFollowed(es []repl.Entry) error {
+	r := s.repl
+	results := make([]applyResult, len(es))
+	var events []mvccEvent
+	var jobs []compactJob
+	epoch := s.currentEpoch()
+	var newEpochs []repl.EpochRecord
+	err := s.be.Update(func(tx storage.WriteTx) error {
+		for i := range es {
+			e := &es[i]
+			req := &pb.InternalRaftRequest{}
+			if err := req.Unmarshal(e.Data); err != nil {
+				return fmt.Errorf("entry %d: %w", e.Index, err)
+			}
+			if e.Epoch != epoch {
+				rec := repl.EpochRecord{Epoch: e.Epoch, Start: e.Index}
+				if err := repl.PutEpoch(tx, rec); err != nil {
+					return err
+				}
+				newEpochs = append(newEpochs, rec)
+				epoch = e.Epoch
+			}
+			res, evs, job, err := s.apply(tx, req)
+			if err != nil {
+				return err
+			}
+			if job != nil {
+				jobs = append(jobs, *job)
+				res.physical = job.done
+			}
+			results[i] = res
+			events = append(events, evs...)
+			if err := repl.Append(tx, e); err != nil {
+				return err
+			}
+		}
+		last := es[len(es)-1].Index
+		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(last)); err != nil {
+			return err
+		}
+		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(epoch.Term))
+	})
+	if err != nil {
+		return err
+	}
+	r.epochs = append(r.epochs, newEpochs...)
+	s.mu.Lock()
+	s.appliedIdx = es[len(es)-1].Index
+	s.epoch = epoch
+	s.term = epoch.Term
+	if epoch.Term > r.maxTerm {
+		r.maxTerm = epoch.Term
+	}
+	s.mu.Unlock()
+	_, cur, _ := s.store.Revs()
+	s.store.MarkDurable(cur)
+	s.hub.Notify(cur, events)
+	s.signalVisible()
+	for _, j := range jobs {
+		s.compactc <- j
+	}
+	s.m.ProposalsApplied.Add(float64(len(es)))
+	s.mu.Lock()
+	for i := range es {
+		if es[i].Origin != s.memberID || es[i].ReqID == 0 {
+			continue
+		}
+		if p := r.fwdWait[es[i].ReqID]; p != nil {
+			delete(r.fwdWait, es[i].ReqID)
+			p.done <- results[i]
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// releaseCommitted answers every leader batch the commit rule allows.
+func (s *Server) releaseCommitted() {
+	r := s.repl
+	commit := s.appliedIdx
+	if s.Role() == repl.RolePrimary {
+		commit = r.ackIdx
+	}
+	n := 0
+	for _, p := range r.inflight {
+		if p.last > commit {
+			break
+		}
+		s.release(p)
+		n++
+	}
+	r.inflight = r.inflight[n:]
+}
+
+// release makes a committed batch visible and answers its callers.
+func (s *Server) release(p *pending) {
+	s.store.MarkDurable(p.rev)
+	s.hub.Notify(p.rev, p.events)
+	s.signalVisible()
+	for _, j := range p.jobs {
+		s.compactc <- j
+	}
+	for i, q := range p.batch {
+		if q.done != nil {
+			q.done <- p.results[i]
+		}
+	}
+}
+
+// forward sends a write to the primary and waits for the local result of
+// the entry that carries it.
+func (s *Server) forward(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error) {
+	r := s.repl
+	data, err := req.Marshal()
+	if err != nil {
+		return applyResult{}, err
+	}
+	id := r.nextReq.Add(1)
+	p := &proposal{req: req, done: make(chan applyResult, 1)}
+	s.mu.Lock()
+	r.fwdWait[id] = p
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(r.fwdWait, id)
+		s.mu.Unlock()
+	}()
+	f := repl.Forward{Op: repl.ForwardWrite, ReqID: id, Data: data}
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindForward, Index: id, Payload: f.Encode()}); err != nil {
+		return applyResult{}, rpctypes.ErrGRPCNoLeader // not sent: no effect
+	}
+	wait := time.NewTimer(r.cfg.AckTimeout + 5*r.cfg.Lease)
+	defer wait.Stop()
+	select {
+	case res := <-p.done:
+		return res, nil
+	case <-wait.C:
+		return applyResult{}, rpctypes.ErrGRPCTimeout
+	case <-ctx.Done():
+		return applyResult{}, rpctypes.ErrGRPCTimeout
+	case <-s.stopped:
+		return applyResult{}, rpctypes.ErrGRPCTimeout
+	}
+}
+
+// forwardKeepAlive renews a lease through the primary.
+func (s *Server) forwardKeepAlive(ctx context.Context, id int64) (int64, error) {
+	r := s.repl
+	reqID := r.nextReq.Add(1)
+	c := make(chan repl.Reply, 1)
+	s.mu.Lock()
+	r.kaWait[reqID] = c
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(r.kaWait, reqID)
+		s.mu.Unlock()
+	}()
+	f := repl.Forward{Op: repl.ForwardKeepAlive, ReqID: reqID, Data: binary.BigEndian.AppendUint64(nil, uint64(id))}
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindForward, Index: reqID, Payload: f.Encode()}); err != nil {
+		return 0, rpctypes.ErrGRPCNoLeader
+	}
+	wait := time.NewTimer(5 * r.cfg.Lease)
+	defer wait.Stop()
+	select {
+	case rp := <-c:
+		switch rp.Err {
+		case repl.ReplyOK:
+			return rp.TTL, nil
+		case repl.ReplyLeaseNotFound:
+			return 0, rpctypes.ErrGRPCLeaseNotFound
+		}
+		return 0, rpctypes.ErrGRPCNoLeader
+	case <-wait.C:
+		return 0, rpctypes.ErrGRPCTimeout
+	case <-ctx.Done():
+		return 0, ctxErr(ctx)
+	}
+}
+
+// catchupServer answers catch-up requests from the log, off the apply
+// loop. Owned by Run.
+func (s *Server) catchupServer(ctx context.Context) error {
+	r := s.repl
+	const chunk = 4 << 20
+	for {
+		var c repl.CatchupReq
+		select {
+		case <-ctx.Done():
+			return nil
+		case c = <-r.catchupc:
+		}
+		var es []repl.Entry
+		var flags uint32
+		err := s.be.View(func(tx storage.ReadTx) error {
+			first, last, err := repl.Bounds(tx)
+			if err != nil {
+				return err
+			}
+			if c.From > 1 {
+				if c.From-1 > last {
+					flags = repl.FlagLogGone // the asker is ahead: diverged
+					return nil
+				}
+				prev, ok, err := repl.Get(tx, c.From-1)
+				if err != nil {
+					return err
+				}
+				if !ok || first == 0 {
+					flags = repl.FlagLogGone
+					return nil
+				}
+				if prev.Epoch != c.Prev {
+					flags = repl.FlagLogGone
+					return nil
+				}
+			} else if first > 1 {
+				flags = repl.FlagLogGone
+				return nil
+			}
+			es, err = repl.Read(tx, c.From, chunk)
+			return err
+		})
+		if err != nil {
+			s.log.Error("catch-up read failed", "err", err)
+			continue
+		}
+		m := &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Flags: flags, Index: c.From}
+		if flags == 0 {
+			m.Payload = repl.EncodeEntries(es)
+			s.m.ResyncBytes.Add(float64(len(m.Payload)))
+		}
+		if err := r.tr.Send(m); err != nil {
+			s.log.Warn("catch-up not sent", "err", err)
+		}
+	}
+}
+
+// logTrimmer applies the log retention. Owned by Run.
+func (s *Server) logTrimmer(ctx context.Context) error {
+	every(ctx, 10*time.Second, func() {
+		for {
+			var n int
+			err := s.be.Update(func(tx storage.WriteTx) error {
+				var err error
+				n, err = repl.Trim(tx, s.repl.cfg.Retention, time.Now().UnixNano(), 10000)
+				return err
+			})
+			if err != nil {
+				s.log.Warn("log trim failed", "err", err)
+				return
+			}
+			if n < 10000 {
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// dedup remembers the newest forwarded request IDs per origin.
+type dedup struct {
+	max  int
+	seen map[[2]uint64]struct{}
+	ring [][2]uint64
+	next int
+}
+
+func newDedup(max int) *dedup { return &dedup{max: max, seen: map[[2]uint64]struct{}{}} }
+
+// add reports false if (origin, id) was seen.
+func (d *dedup) add(origin, id uint64) bool {
+	k := [2]uint64{origin, id}
+	if _, ok := d.seen[k]; ok {
+		return false
+	}
+	if len(d.ring) < d.max {
+		d.ring = append(d.ring, k)
+	} else {
+		delete(d.seen, d.ring[d.next])
+		d.ring[d.next] = k
+		d.next = (d.next + 1) % d.max
+	}
+	d.seen[k] = struct{}{}
+	return true
+}
