@@ -57,10 +57,10 @@ type replState struct {
 	peerSeen bool
 	// following is the epoch of the primary this replica follows.
 	following repl.Epoch
-	ackIdx   uint64
-	inflight []*pending
-	fwdq     []*proposal // forwarded writes waiting for the next batch
-	dedup    *dedup
+	ackIdx    uint64
+	inflight  []*pending
+	fwdq      []*proposal // forwarded writes waiting for the next batch
+	dedup     *dedup
 
 	catchupAsked int64 // detector time of the outstanding catch-up request (0: none)
 	stuck        string
