@@ -38,6 +38,8 @@ func New(s *server.Server, opts Options) (*grpc.Server, *health.Server) {
 		grpc.MaxConcurrentStreams(math.MaxUint32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(unaryLeader(s)),
+		grpc.ChainStreamInterceptor(streamLeader(s)),
 	}
 	if opts.TLS != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(opts.TLS)))

@@ -30,10 +30,11 @@ func New() *Store {
 	return &Store{users: map[string]*authpb.User{}, roles: map[string]*authpb.Role{}}
 }
 
-// Load reads the records from tx.
+// Load reads the records from tx, replacing what the store held.
 func (s *Store) Load(tx storage.ReadTx) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.users, s.roles = map[string]*authpb.User{}, map[string]*authpb.Role{}
 	s.rev = storage.Uint64(tx.Get(storage.BucketAuth, keyAuthRevision))
 	if err := tx.Scan(storage.BucketAuthUsers, nil, nil, func(k, v []byte) (bool, error) {
 		u := &authpb.User{}

@@ -54,10 +54,12 @@ func New(minTTL int64, now func() time.Time) *Lessor {
 	return &Lessor{minTTL: minTTL, now: now, leases: make(map[int64]*Lease)}
 }
 
-// Load reads every persisted lease and gives each its full TTL from now.
+// Load reads every persisted lease and gives each its full TTL from now,
+// replacing what the lessor held (keys are attached afterwards).
 func (l *Lessor) Load(tx storage.ReadTx) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.leases = make(map[int64]*Lease)
 	now := l.now()
 	return tx.Scan(storage.BucketLease, nil, nil, func(k, v []byte) (bool, error) {
 		id, ttl, err := DecodeRecord(v)

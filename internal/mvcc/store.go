@@ -476,3 +476,22 @@ func (k *kvHasher) sum() KVHash {
 	}
 	return KVHash{Hash: k.h.Sum32(), CompactRev: c, Rev: k.rev}
 }
+
+// Reload rebuilds the store from the backend after the data file was
+// replaced (a replica's resync from a snapshot). The writer must be idle;
+// readers see the old state until the swap, then the new one.
+func (s *Store) Reload() error {
+	fresh, err := Open(s.be, s.leases)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idx = fresh.idx
+	s.currentRev = fresh.currentRev
+	s.readableRev = fresh.readableRev
+	s.compactRev = fresh.compactRev
+	s.scheduledCompact = 0
+	s.hashes = fresh.hashes
+	return nil
+}

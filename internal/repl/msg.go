@@ -13,12 +13,87 @@ const (
 	KindForward                      // Control: Forward, replica -> primary
 	KindReply                        // Control: Reply, primary -> replica
 	KindCatchupReq                   // Control: CatchupReq, replica -> primary
-	KindCatchup                      // Catchup: EncodeEntries of old entries, or none with Flags FlagLogGone
+	KindCatchup                      // Catchup: EncodeEntries of old entries, or none with a Flag
+	KindSnapReq                      // Control: replica -> leader, send a snapshot
+	KindSnapChunk                    // Catchup: Term = snapshot ID, Index = offset, Payload = bytes; FlagLast on the end
 )
 
-// FlagLogGone on a KindCatchup message: the log no longer reaches back to
-// the index asked for.
-const FlagLogGone uint32 = 1
+// Flags of KindCatchup and KindSnapChunk messages.
+const (
+	// FlagLogGone: the log no longer reaches back to the index asked for.
+	FlagLogGone uint32 = 1
+	// FlagDiverged: the asker's log is not a prefix of the leader's. The
+	// payload is the leader's epoch history (EncodeEpochs).
+	FlagDiverged uint32 = 2
+	// FlagLast marks the last snapshot chunk.
+	FlagLast uint32 = 4
+)
+
+// EncodeEpochs encodes an epoch history.
+func EncodeEpochs(h []EpochRecord) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(h)))
+	for _, r := range h {
+		b = binary.AppendUvarint(b, r.Epoch.Term)
+		b = binary.BigEndian.AppendUint64(b, r.Epoch.Node)
+		b = binary.AppendUvarint(b, r.Start)
+		if r.Solo {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+// DecodeEpochs decodes EncodeEpochs' output.
+func DecodeEpochs(b []byte) ([]EpochRecord, error) {
+	d := decoder{b: b}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(b)) {
+		return nil, ErrDecode
+	}
+	out := make([]EpochRecord, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var r EpochRecord
+		r.Epoch.Term = d.uvarint()
+		r.Epoch.Node = d.u64()
+		r.Start = d.uvarint()
+		if d.err == nil && len(d.b) < 1 {
+			d.err = ErrDecode
+		}
+		if d.err == nil {
+			r.Solo = d.b[0] == 1
+			d.b = d.b[1:]
+		}
+		out = append(out, r)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = ErrDecode
+	}
+	return out, d.err
+}
+
+// SoloSuffix reports whether own (a node's epoch history, applied up to
+// index applied) holds entries from a solo epoch of node self that the
+// leader's history does not know: writes acknowledged while split, which
+// must never be truncated. A solo epoch that holds no entry (the next
+// epoch starts where it starts) does not count.
+func SoloSuffix(own, leader []EpochRecord, self, applied uint64) bool {
+	known := make(map[Epoch]bool, len(leader))
+	for _, r := range leader {
+		known[r.Epoch] = true
+	}
+	for i, r := range own {
+		end := applied
+		if i+1 < len(own) && own[i+1].Start-1 < end {
+			end = own[i+1].Start - 1
+		}
+		if r.Solo && r.Epoch.Node == self && r.Start <= end && !known[r.Epoch] {
+			return true
+		}
+	}
+	return false
+}
 
 // Role is what a node is doing, as announced in its heartbeats.
 type Role uint8

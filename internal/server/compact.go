@@ -26,7 +26,9 @@ func (s *Server) compactor(ctx context.Context) error {
 			return nil
 		case j := <-s.compactc:
 			start := time.Now()
+			s.compactMu.Lock()
 			err := s.store.PhysicalCompact(j.c)
+			s.compactMu.Unlock()
 			if err != nil {
 				s.log.Error("physical compaction failed", "revision", j.c.Rev, "err", err)
 			} else {

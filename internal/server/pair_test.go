@@ -136,3 +136,50 @@ func TestPairReplicatesAndFailsOver(t *testing.T) {
 		t.Fatal("HashKV differs after rejoin")
 	}
 }
+
+// A primary cut off one way keeps entries its replica never acknowledged.
+// The replica takes over; the old primary steps down, and on rejoin drops
+// that synchronous suffix by resyncing from the new primary's snapshot.
+func TestPairTruncatesUnacknowledgedSuffix(t *testing.T) {
+	net := transport.NewMemNet()
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := pairNode(t, net, dirA, 1, true)
+	b := pairNode(t, net, dirB, 2, false)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	base := put(t, a.cli, "k", "acked")
+
+	// Open a watch on A: it must be cancelled as compacted by the resync.
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	wch := a.cli.Watch(wctx, "k", clientv3.WithRev(base+1))
+
+	net.Block(1, 2, true) // A's entries and heartbeats no longer reach B
+	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
+	_, err := a.cli.Put(ctx, "k", "never-acked")
+	cancel()
+	if err == nil {
+		t.Fatal("a write the replica never received was acknowledged")
+	}
+	waitRole(t, b, repl.RoleSolo)
+	waitRole(t, a, repl.RoleWaiting)
+	after := put(t, b.cli, "k", "after")
+	net.Block(1, 2, false)
+
+	waitRole(t, a, repl.RoleReplica)
+	waitRole(t, b, repl.RolePrimary)
+	if v, _ := get(t, a.cli, "k"); v != "after" {
+		t.Fatalf("rejoined node reads %q, want the new primary's value", v)
+	}
+	if hashAt(t, a, after) != hashAt(t, b, after) {
+		t.Fatal("HashKV differs after the resync")
+	}
+	select {
+	case wr := <-wch:
+		if wr.CompactRevision == 0 && wr.Err() == nil {
+			t.Fatalf("watch on the resynced node got %+v, want a compacted cancel", wr)
+		}
+	case <-time.After(20 * testLease):
+		t.Fatal("watch on the resynced node was not cancelled")
+	}
+}

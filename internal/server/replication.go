@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +50,7 @@ type replState struct {
 	// inbox carries received messages to the apply loop; catchupc carries
 	// catch-up requests to the catch-up server.
 	inbox    chan *transport.Message
-	catchupc chan repl.CatchupReq
+	catchupc chan catchupJob
 
 	epochs   []repl.EpochRecord
 	maxTerm  uint64
@@ -64,6 +67,7 @@ type replState struct {
 
 	catchupAsked int64 // detector time of the outstanding catch-up request (0: none)
 	stuck        string
+	snap         *incomingSnap
 
 	// Shared with request goroutines (atomics).
 	role       atomic.Uint32 // repl.Role
@@ -97,7 +101,7 @@ func newReplState(cfg ReplConfig) *replState {
 		tr:       cfg.Transport,
 		det:      repl.NewDetector(cfg.Lease, cfg.Lease/10+10*time.Millisecond),
 		inbox:    make(chan *transport.Message, 4096),
-		catchupc: make(chan repl.CatchupReq, 16),
+		catchupc: make(chan catchupJob, 16),
 		dedup:    newDedup(1 << 16),
 		fwdWait:  map[uint64]*proposal{},
 		kaWait:   map[uint64]chan repl.Reply{},
@@ -130,6 +134,14 @@ func (s *Server) HasLeader() bool {
 	return false
 }
 
+// errNoPrimary: the node knows no valid primary (etcd's "no leader").
+var errNoPrimary = fmt.Errorf("no primary: %w", rpctypes.ErrNoLeader)
+
+func (s *Server) hasLeaderLocked() bool {
+	// HasLeader takes no lock; it only reads atomics.
+	return s.HasLeader()
+}
+
 // loadEpochs reads the epoch history at start.
 func (s *Server) loadEpochs() error {
 	r := s.repl
@@ -149,14 +161,20 @@ func (s *Server) loadEpochs() error {
 	})
 }
 
-// newEpoch starts and persists an epoch led by this node.
-func (s *Server) newEpoch(solo bool) error {
+// newEpoch starts and persists an epoch led by this node, from the next
+// index on.
+func (s *Server) newEpoch(solo bool) error { return s.newEpochAt(solo, s.appliedIdx+1) }
+
+// newEpochAt starts an epoch whose first index is start. Going solo starts
+// the epoch at the first unacknowledged entry: those entries are about to
+// be acknowledged alone, so a rejoin must treat them as a solo suffix.
+func (s *Server) newEpochAt(solo bool, start uint64) error {
 	r := s.repl
 	term := r.maxTerm + 1
 	if r.peer.MaxTerm >= term {
 		term = r.peer.MaxTerm + 1
 	}
-	rec := repl.EpochRecord{Epoch: repl.Epoch{Term: term, Node: s.memberID}, Start: s.appliedIdx + 1, Solo: solo}
+	rec := repl.EpochRecord{Epoch: repl.Epoch{Term: term, Node: s.memberID}, Start: start, Solo: solo}
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		if err := repl.PutEpoch(tx, rec); err != nil {
 			return err
@@ -290,6 +308,9 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 		switch {
 		case fresh && r.peer.Role.Leads():
 			s.follow()
+		case fresh && r.peer.Role == repl.RoleReplica && r.ledLast:
+			// Back before the replica promoted: lead again; it follows.
+			s.lead(ctx, "restarted before the replica took over")
 		case fresh && r.peer.Role == repl.RoleWaiting:
 			// Cold start of both: the one that led last leads; a fresh
 			// pair is started by the bootstrap node.
@@ -297,7 +318,7 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 				r.ledLast && r.peer.LedLast && r.cfg.Preferred ||
 				!r.ledLast && !r.peer.LedLast && s.appliedIdx == 0 && r.peer.Applied == 0 && r.cfg.Bootstrap
 			if lead && waited {
-				s.lead(ctx, "cold start: this node led last")
+				s.lead(ctx, "cold start of both nodes")
 			}
 		case !fresh && waited && (r.ledLast || r.cfg.Bootstrap && s.appliedIdx == 0 && len(r.epochs) == 0):
 			s.lead(ctx, "peer absent; this node led last")
@@ -315,7 +336,11 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			return
 		}
 		if (r.det.PeerDead(now) || s.ackOverdue(now)) && r.det.PeerLeaseExpired(now) {
-			if err := s.newEpoch(true); err != nil {
+			start := s.appliedIdx + 1
+			if len(r.inflight) > 0 {
+				start = r.ackIdx + 1
+			}
+			if err := s.newEpochAt(true, start); err != nil {
 				s.fail(err)
 				return
 			}
@@ -406,7 +431,15 @@ func (s *Server) askCatchup() {
 	r := s.repl
 	var prev repl.Epoch
 	if s.appliedIdx > 0 {
-		prev = repl.EpochAt(r.epochs, s.appliedIdx)
+		// The epoch stored with the entry itself (the epoch history may
+		// place it in a later solo epoch that adopted it).
+		s.be.View(func(tx storage.ReadTx) error {
+			e, ok, err := repl.Get(tx, s.appliedIdx)
+			if ok && err == nil {
+				prev = e.Epoch
+			}
+			return err
+		})
 	}
 	req := repl.CatchupReq{From: s.appliedIdx + 1, Prev: prev}
 	r.catchupAsked = r.det.Now()
@@ -454,9 +487,7 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		if m.Kind == repl.KindCatchup {
 			r.catchupAsked = 0
 			if m.Flags != 0 {
-				r.stuck = "the primary's log no longer reaches this node's position, or the logs diverged; a snapshot resync is needed"
-				s.log.Error("cannot catch up from the log", "flags", m.Flags, "applied-index", s.appliedIdx)
-				s.setRole(repl.RoleWaiting, r.stuck)
+				s.onCatchupRefused(m)
 				return
 			}
 		}
@@ -484,14 +515,25 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		if c != nil {
 			c <- rp
 		}
-	case repl.KindCatchupReq:
-		c, err := repl.DecodeCatchupReq(m.Payload)
-		if err != nil || !s.Role().Leads() {
+	case repl.KindCatchupReq, repl.KindSnapReq:
+		if !s.Role().Leads() {
 			return
 		}
+		job := catchupJob{snapshot: m.Kind == repl.KindSnapReq}
+		if !job.snapshot {
+			c, err := repl.DecodeCatchupReq(m.Payload)
+			if err != nil {
+				return
+			}
+			job.req = c
+		}
 		select {
-		case r.catchupc <- c:
+		case r.catchupc <- job:
 		default: // the requester asks again
+		}
+	case repl.KindSnapChunk:
+		if s.Role() == repl.RoleReplica {
+			s.onSnapChunk(m)
 		}
 	}
 }
@@ -739,62 +781,284 @@ func (s *Server) forwardKeepAlive(ctx context.Context, id int64) (int64, error) 
 	}
 }
 
-// catchupServer answers catch-up requests from the log, off the apply
-// loop. Owned by Run.
+// catchupJob is a catch-up or snapshot request for the catch-up server.
+type catchupJob struct {
+	req      repl.CatchupReq
+	snapshot bool
+}
+
+// catchupServer answers catch-up and snapshot requests off the apply loop.
+// Owned by Run.
 func (s *Server) catchupServer(ctx context.Context) error {
 	r := s.repl
-	const chunk = 4 << 20
 	for {
-		var c repl.CatchupReq
+		var job catchupJob
 		select {
 		case <-ctx.Done():
 			return nil
-		case c = <-r.catchupc:
+		case job = <-r.catchupc:
 		}
-		var es []repl.Entry
-		var flags uint32
-		err := s.be.View(func(tx storage.ReadTx) error {
-			first, last, err := repl.Bounds(tx)
-			if err != nil {
-				return err
+		if job.snapshot {
+			if err := s.sendSnapshot(ctx); err != nil {
+				s.log.Error("snapshot for the replica failed", "err", err)
 			}
-			if c.From > 1 {
-				if c.From-1 > last {
-					flags = repl.FlagLogGone // the asker is ahead: diverged
-					return nil
-				}
-				prev, ok, err := repl.Get(tx, c.From-1)
-				if err != nil {
-					return err
-				}
-				if !ok || first == 0 {
-					flags = repl.FlagLogGone
-					return nil
-				}
-				if prev.Epoch != c.Prev {
-					flags = repl.FlagLogGone
-					return nil
-				}
-			} else if first > 1 {
-				flags = repl.FlagLogGone
-				return nil
-			}
-			es, err = repl.Read(tx, c.From, chunk)
-			return err
-		})
+			continue
+		}
+		m, err := s.catchupAnswer(job.req)
 		if err != nil {
 			s.log.Error("catch-up read failed", "err", err)
 			continue
 		}
-		m := &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Flags: flags, Index: c.From}
-		if flags == 0 {
-			m.Payload = repl.EncodeEntries(es)
-			s.m.ResyncBytes.Add(float64(len(m.Payload)))
-		}
+		s.m.ResyncBytes.Add(float64(len(m.Payload)))
 		if err := r.tr.Send(m); err != nil {
 			s.log.Warn("catch-up not sent", "err", err)
 		}
 	}
+}
+
+// catchupAnswer reads the entries a catch-up request asks for, or says
+// why the log cannot serve it.
+func (s *Server) catchupAnswer(c repl.CatchupReq) (*transport.Message, error) {
+	const chunk = 4 << 20
+	m := &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Index: c.From}
+	err := s.be.View(func(tx storage.ReadTx) error {
+		first, last, err := repl.Bounds(tx)
+		if err != nil {
+			return err
+		}
+		diverged := func() error {
+			h, err := repl.Epochs(tx)
+			m.Flags, m.Payload = repl.FlagDiverged, repl.EncodeEpochs(h)
+			return err
+		}
+		if c.From > 1 {
+			switch {
+			case c.From-1 > last:
+				return diverged() // the asker has entries this log lacks
+			case first == 0 || c.From-1 < first:
+				m.Flags = repl.FlagLogGone
+				return nil
+			}
+			prev, ok, err := repl.Get(tx, c.From-1)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				m.Flags = repl.FlagLogGone
+				return nil
+			}
+			if prev.Epoch != c.Prev {
+				return diverged()
+			}
+		} else if first > 1 {
+			m.Flags = repl.FlagLogGone
+			return nil
+		}
+		es, err := repl.Read(tx, c.From, chunk)
+		m.Payload = repl.EncodeEntries(es)
+		return err
+	})
+	return m, err
+}
+
+// snapChunk is the size of one snapshot message.
+const snapChunk = 1 << 20
+
+// sendSnapshot streams an etcd-format snapshot of the data file to the
+// replica.
+func (s *Server) sendSnapshot(ctx context.Context) error {
+	f, err := os.CreateTemp(filepath.Dir(s.be.Path()), "resync-out-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := s.be.Snapshot(f, nil); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	id := uint64(time.Now().UnixNano())
+	buf := make([]byte, snapChunk)
+	var off uint64
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n, rerr := io.ReadFull(f, buf)
+		m := &transport.Message{Class: transport.Catchup, Kind: repl.KindSnapChunk, Term: id, Index: off, Payload: buf[:n]}
+		last := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+		if rerr != nil && !last {
+			return rerr
+		}
+		if last {
+			m.Flags = repl.FlagLast
+		}
+		if err := s.repl.tr.Send(m); err != nil {
+			return err
+		}
+		s.m.ResyncBytes.Add(float64(n))
+		off += uint64(n)
+		if last {
+			s.log.Info("snapshot sent to the replica", "bytes", off)
+			return nil
+		}
+	}
+}
+
+// incomingSnap is a snapshot being received.
+type incomingSnap struct {
+	id  uint64
+	off uint64
+	f   *os.File
+}
+
+// onCatchupRefused handles a catch-up the leader cannot serve from its log.
+func (s *Server) onCatchupRefused(m *transport.Message) {
+	r := s.repl
+	if m.Flags&repl.FlagDiverged != 0 {
+		leader, err := repl.DecodeEpochs(m.Payload)
+		if err != nil {
+			return
+		}
+		if repl.SoloSuffix(r.epochs, leader, s.memberID, s.appliedIdx) {
+			// Writes this node acknowledged alone are not in the
+			// leader's history: split brain. Never truncate them.
+			r.stuck = "split brain: this node acknowledged writes alone that the leader does not have; see docs/OPERATIONS.md (split brain)"
+			s.m.SplitBrains.Inc()
+			s.log.Error("split brain detected on rejoin", "applied-index", s.appliedIdx)
+			s.setRole(repl.RoleWaiting, r.stuck)
+			return
+		}
+		s.log.Warn("dropping a synchronous suffix that was never acknowledged: resyncing from the leader", "applied-index", s.appliedIdx)
+	} else {
+		s.log.Warn("the leader's log no longer reaches this node: resyncing from a snapshot", "applied-index", s.appliedIdx)
+	}
+	s.askSnapshot()
+}
+
+func (s *Server) askSnapshot() {
+	r := s.repl
+	if r.snap != nil {
+		r.snap.f.Close()
+		os.Remove(r.snap.f.Name())
+		r.snap = nil
+	}
+	r.catchupAsked = r.det.Now()
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindSnapReq}); err != nil {
+		s.log.Warn("snapshot request not sent", "err", err)
+	}
+}
+
+// onSnapChunk writes one snapshot chunk; the last one installs it.
+func (s *Server) onSnapChunk(m *transport.Message) {
+	r := s.repl
+	if r.snap == nil || r.snap.id != m.Term {
+		if m.Index != 0 {
+			return // the tail of a snapshot we are not receiving
+		}
+		if r.snap != nil {
+			r.snap.f.Close()
+			os.Remove(r.snap.f.Name())
+		}
+		f, err := os.CreateTemp(filepath.Dir(s.be.Path()), "resync-in-*")
+		if err != nil {
+			s.log.Error("cannot receive snapshot", "err", err)
+			return
+		}
+		r.snap = &incomingSnap{id: m.Term, f: f}
+	}
+	r.catchupAsked = r.det.Now()
+	sn := r.snap
+	if m.Index != sn.off {
+		s.log.Warn("snapshot chunk out of order; asking again", "want", sn.off, "got", m.Index)
+		s.askSnapshot()
+		return
+	}
+	if _, err := sn.f.Write(m.Payload); err != nil {
+		s.fail(err)
+		return
+	}
+	sn.off += uint64(len(m.Payload))
+	if m.Flags&repl.FlagLast == 0 {
+		return
+	}
+	r.snap = nil
+	path := sn.f.Name()
+	defer os.Remove(path)
+	if err := sn.f.Sync(); err != nil {
+		sn.f.Close()
+		s.fail(err)
+		return
+	}
+	sn.f.Close()
+	if err := s.installSnapshot(path); err != nil {
+		s.fail(fmt.Errorf("installing the leader's snapshot: %w", err))
+		return
+	}
+	r.catchupAsked = 0
+	s.askCatchup()
+}
+
+// installSnapshot replaces this node's whole state with the leader's
+// snapshot. The apply loop calls it while following, so no write is in
+// progress; the compactor is held off.
+func (s *Server) installSnapshot(path string) error {
+	r := s.repl
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	for drained := false; !drained; {
+		select {
+		case <-s.compactc: // planned on the old file
+		default:
+			drained = true
+		}
+	}
+	if err := s.be.Replace(path); err != nil {
+		return err
+	}
+	// The file is the leader's: give it back this node's identity.
+	err := s.be.Update(func(tx storage.WriteTx) error {
+		if err := tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID)); err != nil {
+			return err
+		}
+		if c := storage.Uint64(tx.Get(storage.BucketMeta, metaClusterID)); c != s.clusterID {
+			return fmt.Errorf("the leader's snapshot belongs to cluster %x, not %x", c, s.clusterID)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.store.Reload(); err != nil {
+		return err
+	}
+	if err := s.be.View(s.lessor.Load); err != nil {
+		return err
+	}
+	if err := s.be.View(s.auth.Load); err != nil {
+		return err
+	}
+	s.store.AttachLeases(s.lessor)
+	var applied uint64
+	s.be.View(func(tx storage.ReadTx) error {
+		applied = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
+		return nil
+	})
+	if err := s.loadEpochs(); err != nil {
+		return err
+	}
+	r.ledLast = false
+	s.mu.Lock()
+	s.appliedIdx = applied
+	s.epoch = repl.Last(r.epochs).Epoch
+	s.mu.Unlock()
+	s.hub.Reset()
+	s.signalVisible()
+	s.refreshGauges()
+	s.log.Warn("installed the leader's snapshot; every watch was cancelled as compacted", "applied-index", applied, "revision", s.store.ReadableRev())
+	return nil
 }
 
 // logTrimmer applies the log retention. Owned by Run.

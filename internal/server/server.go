@@ -109,6 +109,11 @@ type Server struct {
 
 	repl *replState // nil for a single node
 
+	// compactMu is held by the compactor while it deletes revisions, and
+	// by a snapshot install, so that no compaction planned on the old data
+	// file runs on the new one. Lock order: compactMu before mu.
+	compactMu sync.Mutex
+
 	// visible is closed and replaced whenever the visible revision grows
 	// (linearizable reads on the primary wait on it). Guarded by mu.
 	visible chan struct{}
@@ -401,6 +406,9 @@ func (s *Server) Healthy() error {
 	defer s.mu.Unlock()
 	if s.fatal != nil {
 		return s.fatal
+	}
+	if !s.hasLeaderLocked() {
+		return errNoPrimary
 	}
 	for a, on := range s.alarms {
 		if on {

@@ -68,6 +68,9 @@ type Hub struct {
 	deferred map[*Stream]struct{}  // streams with an unanswered progress request
 	progress map[*watcher]struct{} // watchers created with progress_notify
 	unsyncs  int64                 // synced -> unsynced moves (tests and metrics)
+	// resetRev, once set by Reset, cancels as compacted every watcher
+	// whose next revision is at or below it.
+	resetRev int64
 }
 
 // NewHub builds a hub over src. The hub starts at src's readable revision:
@@ -255,7 +258,7 @@ func (h *Hub) syncRound() (remaining, moved int) {
 	for i := range items {
 		// etcd cancels a watcher whose next revision is below the
 		// compaction point.
-		if items[i].next < compactRev {
+		if items[i].next < compactRev || items[i].next <= h.resetRev {
 			items[i].compacted = true
 		} else {
 			from = min(from, items[i].next)
@@ -294,7 +297,11 @@ func (h *Hub) syncRound() (remaining, moved int) {
 			continue
 		}
 		if it.compacted {
-			resp := &pb.WatchResponse{Header: header(0), WatchId: w.id, CompactRevision: compactRev, Canceled: compactRev != 0}
+			cr := compactRev
+			if h.resetRev > cr {
+				cr = h.resetRev
+			}
+			resp := &pb.WatchResponse{Header: header(0), WatchId: w.id, CompactRevision: cr, Canceled: cr != 0}
 			if w.s.trySend(resp) {
 				delete(h.unsynced, w)
 				w.state = stateCompacted
@@ -426,4 +433,36 @@ func (h *Hub) dropLocked(w *watcher) {
 	}
 	delete(h.progress, w)
 	w.state = stateGone
+}
+
+// Reset follows a replacement of the source's whole state (a replica
+// installed a snapshot): the history the watchers were following may not
+// continue, so every watcher is cancelled as compacted at the new readable
+// revision, and clients re-list, as etcd's clients do after a compaction.
+func (h *Hub) Reset() {
+	readable, _, _ := h.src.Revs()
+	h.mu.Lock()
+	var all []*watcher
+	for _, ws := range h.synced.single {
+		for w := range ws {
+			all = append(all, w)
+		}
+	}
+	for w := range h.synced.ranges {
+		all = append(all, w)
+	}
+	for _, w := range all {
+		h.synced.remove(w)
+		w.state = stateUnsynced
+		h.unsynced[w] = struct{}{}
+	}
+	for w := range h.unsynced {
+		if w.next > readable {
+			w.next = readable
+		}
+	}
+	h.resetRev = readable
+	h.notified = readable
+	h.mu.Unlock()
+	h.wake()
 }

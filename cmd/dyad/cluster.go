@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/server"
+)
+
+// clusterFlags configure the two-zone pair. Without --initial-cluster the
+// node runs alone.
+type clusterFlags struct {
+	initialCluster      string
+	initialClusterState string
+	initialClusterToken string
+	ddsInterface        string
+	ddsDomain           uint32
+	ddsConfig           string
+	peerLease           time.Duration
+	ackTimeout          time.Duration
+	preferredZone       string
+	splitBrainPolicy    string
+	fenceCommand        string
+	logRetentionBytes   int64
+	logRetentionAge     time.Duration
+}
+
+func (c *clusterFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&c.initialCluster, "initial-cluster", "", "The pair, in etcd's form: \"a=http://10.0.0.1:2380,b=http://10.0.0.2:2380\". --name picks this node; the other host is the DDS unicast peer (the port is not used: DDS has its own). Empty: a single node.")
+	fl.StringVar(&c.initialClusterState, "initial-cluster-state", "new", "\"new\": this node may start the pair when its data dir is empty (the --preferred-zone node, or the first member listed). \"existing\": an empty node joins as the replica and never starts a pair (replacing a destroyed node).")
+	fl.StringVar(&c.initialClusterToken, "initial-cluster-token", "dyad-cluster", "Token mixed into the cluster ID; both nodes need the same one. A node refuses a data dir, and ignores a peer, of another cluster.")
+	fl.StringVar(&c.ddsInterface, "dds-interface", "", "Network interface (name) for DDS traffic. Empty: \"lo\" when this node's --initial-cluster host is a loopback address, else Cyclone's choice.")
+	fl.Uint32Var(&c.ddsDomain, "dds-domain", 0, "DDS domain ID (0-232). Both nodes need the same one.")
+	fl.StringVar(&c.ddsConfig, "dds-config", "", "Extra Cyclone DDS XML (inside <Domain>) for experts, or @FILE to read it from a file.")
+	fl.DurationVar(&c.peerLease, "peer-lease", time.Second, "Failure detection lease: a peer silent this long (on this node's own running time) is dead, and leases between the nodes last this long.")
+	fl.DurationVar(&c.ackTimeout, "ack-timeout", 2*time.Second, "A replica that leaves an entry unacknowledged this long is declared dead (the primary then goes solo).")
+	fl.StringVar(&c.preferredZone, "preferred-zone", "", "Name of the member in the preferred zone: it starts a new pair and wins split brain (with --split-brain-policy preferred). Default: the first member of --initial-cluster.")
+	fl.StringVar(&c.splitBrainPolicy, "split-brain-policy", "preferred", "After a split brain in which both sides acknowledged writes: \"preferred\" (the preferred zone's history wins; the other's diverged writes become conflict records) or \"manual\" (the non-preferred node stops serving until \"dyad resolve\").")
+	fl.StringVar(&c.fenceCommand, "fence-command", "", "Command run (through /bin/sh) before this node promotes itself; if it fails there is no promotion. Empty: no fencing.")
+	fl.Int64Var(&c.logRetentionBytes, "log-retention-bytes", 1<<30, "Keep at most this many bytes of replication log for catch-up.")
+	fl.DurationVar(&c.logRetentionAge, "log-retention-age", 2*time.Hour, "Trim replication log entries older than this (the newest 10000 always stay). A zone away for less than this catches up from the log, not from a snapshot.")
+}
+
+type member struct {
+	name string
+	host string
+}
+
+// parseInitialCluster reads etcd's "name=url,..." form.
+func parseInitialCluster(s string) ([]member, error) {
+	var out []member
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, raw, ok := strings.Cut(part, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: want name=url", part)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("%q: bad URL %q", name, raw)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("member %q listed twice", name)
+		}
+		seen[name] = true
+		out = append(out, member{name: name, host: u.Hostname()})
+	}
+	if len(out) != 2 {
+		return nil, fmt.Errorf("a dyad pair has exactly two members, got %d", len(out))
+	}
+	return out, nil
+}
+
+// idOf hashes its parts into a non-zero ID.
+func idOf(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	if v := h.Sum64(); v != 0 {
+		return v
+	}
+	return 1
+}
+
+// pairPlan is what the cluster flags resolve to.
+type pairPlan struct {
+	self, peer member
+	clusterID  uint64
+	memberID   uint64
+	repl       server.ReplConfig
+	iface      string
+	extraXML   string
+}
+
+func (c *clusterFlags) plan(name string) (*pairPlan, error) {
+	if c.initialCluster == "" {
+		return nil, nil
+	}
+	ms, err := parseInitialCluster(c.initialCluster)
+	if err != nil {
+		return nil, fmt.Errorf("--initial-cluster: %w", err)
+	}
+	p := &pairPlan{}
+	switch name {
+	case ms[0].name:
+		p.self, p.peer = ms[0], ms[1]
+	case ms[1].name:
+		p.self, p.peer = ms[1], ms[0]
+	default:
+		return nil, fmt.Errorf("--name %q is not in --initial-cluster", name)
+	}
+	switch c.initialClusterState {
+	case "new", "existing":
+	default:
+		return nil, fmt.Errorf("--initial-cluster-state: %q is neither new nor existing", c.initialClusterState)
+	}
+	switch c.splitBrainPolicy {
+	case "preferred", "manual":
+	default:
+		return nil, fmt.Errorf("--split-brain-policy: %q is neither preferred nor manual", c.splitBrainPolicy)
+	}
+	if c.peerLease < 100*time.Millisecond {
+		return nil, errors.New("--peer-lease: at least 100ms")
+	}
+	if c.ackTimeout < c.peerLease {
+		return nil, errors.New("--ack-timeout: at least --peer-lease")
+	}
+	preferred := c.preferredZone
+	if preferred == "" {
+		preferred = ms[0].name
+	}
+	if preferred != ms[0].name && preferred != ms[1].name {
+		return nil, fmt.Errorf("--preferred-zone %q is not in --initial-cluster", preferred)
+	}
+	names := []string{ms[0].name + "=" + ms[0].host, ms[1].name + "=" + ms[1].host}
+	sort.Strings(names)
+	p.clusterID = idOf(append([]string{c.initialClusterToken}, names...)...)
+	p.memberID = idOf(fmt.Sprint(p.clusterID), p.self.name)
+	p.repl = server.ReplConfig{
+		Lease:      c.peerLease,
+		AckTimeout: c.ackTimeout,
+		Bootstrap:  c.initialClusterState == "new" && preferred == p.self.name,
+		Preferred:  preferred == p.self.name,
+		Retention:  repl.Retention{MaxBytes: c.logRetentionBytes, MaxAge: int64(c.logRetentionAge), KeepLast: 10000},
+	}
+	if c.fenceCommand != "" {
+		cmdline := c.fenceCommand
+		p.repl.Fence = func(ctx context.Context) error {
+			out, err := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("fence command: %w: %s", err, strings.TrimSpace(string(out)))
+			}
+			return nil
+		}
+	}
+	p.iface = c.ddsInterface
+	if ip := net.ParseIP(p.self.host); p.iface == "" && ip != nil && ip.IsLoopback() {
+		p.iface = "lo"
+	}
+	p.extraXML = c.ddsConfig
+	if strings.HasPrefix(p.extraXML, "@") {
+		b, err := os.ReadFile(p.extraXML[1:])
+		if err != nil {
+			return nil, fmt.Errorf("--dds-config: %w", err)
+		}
+		p.extraXML = string(b)
+	}
+	return p, nil
+}
