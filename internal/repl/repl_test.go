@@ -1,0 +1,194 @@
+package repl
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/storage"
+)
+
+func TestEntriesRoundTrip(t *testing.T) {
+	es := []Entry{
+		{Index: 7, Epoch: Epoch{Term: 3, Node: 0xfeed}, Origin: 9, ReqID: 0, Time: -1, Data: nil},
+		{Index: 8, Epoch: Epoch{Term: 3, Node: 0xfeed}, Origin: 0xffffffffffffffff, ReqID: 1 << 60, Time: time.Now().UnixNano(), Data: bytes.Repeat([]byte("x"), 70000)},
+	}
+	got, err := DecodeEntries(EncodeEntries(es))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range es {
+		if got[i].Index != es[i].Index || got[i].Epoch != es[i].Epoch || got[i].Origin != es[i].Origin ||
+			got[i].ReqID != es[i].ReqID || got[i].Time != es[i].Time || !bytes.Equal(got[i].Data, es[i].Data) {
+			t.Fatalf("entry %d: got %+v", i, got[i].Epoch)
+		}
+	}
+	bad := []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"truncated", EncodeEntries(es)[:20]},
+		{"trailing", append(EncodeEntries(es), 0)},
+		{"not consecutive", EncodeEntries([]Entry{{Index: 1}, {Index: 3}})},
+	}
+	for _, tt := range bad {
+		if _, err := DecodeEntries(tt.b); err == nil {
+			t.Errorf("%s: decoded without error", tt.name)
+		}
+	}
+}
+
+func TestMessagesRoundTrip(t *testing.T) {
+	hb := Heartbeat{Role: RolePrimary, Epoch: Epoch{5, 1}, Applied: 10, Commit: 9, Rev: 42, SentAt: 123, Echo: 99, LedLast: true, MaxTerm: 6}
+	if got, err := DecodeHeartbeat(hb.Encode()); err != nil || got != hb {
+		t.Fatalf("heartbeat: %+v %v", got, err)
+	}
+	f := Forward{Op: ForwardWrite, ReqID: 77, Data: []byte("req")}
+	if got, err := DecodeForward(f.Encode()); err != nil || got.Op != f.Op || got.ReqID != f.ReqID || string(got.Data) != "req" {
+		t.Fatalf("forward: %+v %v", got, err)
+	}
+	rp := Reply{ReqID: 3, TTL: -1, Err: ReplyLeaseNotFound}
+	if got, err := DecodeReply(rp.Encode()); err != nil || got != rp {
+		t.Fatalf("reply: %+v %v", got, err)
+	}
+	c := CatchupReq{From: 100, Prev: Epoch{4, 2}}
+	if got, err := DecodeCatchupReq(c.Encode()); err != nil || got != c {
+		t.Fatalf("catchup: %+v %v", got, err)
+	}
+	h := []EpochRecord{{Epoch{1, 1}, 1, true}, {Epoch{2, 1}, 5, false}}
+	if got, err := DecodeEpochs(EncodeEpochs(h)); err != nil || len(got) != 2 || got[0] != h[0] || got[1] != h[1] {
+		t.Fatalf("epochs: %+v %v", got, err)
+	}
+	if _, err := DecodeHeartbeat(hb.Encode()[:5]); err == nil {
+		t.Fatal("truncated heartbeat decoded")
+	}
+}
+
+func TestSoloSuffix(t *testing.T) {
+	const self, peer = 1, 2
+	tests := []struct {
+		name    string
+		own     []EpochRecord
+		leader  []EpochRecord
+		applied uint64
+		want    bool
+	}{
+		{"synchronous suffix only", []EpochRecord{{Epoch{3, self}, 1, false}}, []EpochRecord{{Epoch{3, self}, 1, false}, {Epoch{4, peer}, 5, true}}, 9, false},
+		{"solo epoch with entries", []EpochRecord{{Epoch{3, self}, 1, false}, {Epoch{5, self}, 8, true}}, []EpochRecord{{Epoch{3, self}, 1, false}, {Epoch{4, peer}, 5, true}}, 9, true},
+		{"solo epoch without entries", []EpochRecord{{Epoch{2, self}, 1, true}, {Epoch{3, self}, 1, false}}, []EpochRecord{{Epoch{3, self}, 1, false}}, 4, false},
+		{"solo epoch the leader knows", []EpochRecord{{Epoch{5, self}, 1, true}}, []EpochRecord{{Epoch{5, self}, 1, true}, {Epoch{6, peer}, 4, false}}, 3, false},
+		{"solo epoch starting past applied", []EpochRecord{{Epoch{5, self}, 10, true}}, nil, 9, false},
+		{"the peer's solo epoch", []EpochRecord{{Epoch{5, peer}, 1, true}}, nil, 9, false},
+	}
+	for _, tt := range tests {
+		if got := SoloSuffix(tt.own, tt.leader, self, tt.applied); got != tt.want {
+			t.Errorf("%s: SoloSuffix = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDetector(t *testing.T) {
+	const L = int64(time.Second)
+	d := NewDetector(time.Second, 100*time.Millisecond)
+	now := d.Now()
+	if d.HoldsLease(now) || !d.PeerLeaseExpired(now) {
+		t.Fatal("a fresh detector holds or grants a lease")
+	}
+	// The peer echoes our send time: we hold a lease until then + L.
+	sent, _ := d.Outgoing(now)
+	d.Heard(&Heartbeat{SentAt: 500, Echo: sent}, now+10)
+	if !d.HoldsLease(sent+L-1) || d.HoldsLease(sent+L) {
+		t.Fatal("own lease not timed from the echoed send time")
+	}
+	// We echo the peer's send time in our next heartbeat: the peer's
+	// lease from us ends at most L + drift after that.
+	at := now + 20
+	if _, echo := d.Outgoing(at); echo != 500 {
+		t.Fatalf("echo = %d, want 500", echo)
+	}
+	if d.PeerLeaseExpired(at+L) || !d.PeerLeaseExpired(at+L+int64(100*time.Millisecond)+1) {
+		t.Fatal("peer lease bound wrong")
+	}
+	// Re-echoing the same (stale) send time does not extend the bound.
+	d.Outgoing(at + L)
+	if !d.PeerLeaseExpired(at + 2*L) {
+		t.Fatal("a stale echo extended the peer's lease")
+	}
+	// Silence for a full lease of running time: dead; a freeze of this
+	// node restarts the count.
+	d.Tick(now + 10)
+	if d.PeerDead(now + 10 + L/2) {
+		t.Fatal("dead too early")
+	}
+	for ts := now + 10; ts <= now+10+L+L/8; ts += L / 8 {
+		d.Tick(ts)
+	}
+	if !d.PeerDead(now + 10 + L + L/8) {
+		t.Fatal("not dead after a lease of silence")
+	}
+	frozenUntil := now + 10 + 3*L
+	d.Tick(frozenUntil) // a gap of ~2L: this node was frozen
+	if d.PeerDead(frozenUntil + L/2) {
+		t.Fatal("a node's own freeze counted against its peer")
+	}
+}
+
+func TestLogAppendReadTrim(t *testing.T) {
+	be, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	now := time.Now().UnixNano()
+	err = be.Update(func(tx storage.WriteTx) error {
+		for i := uint64(1); i <= 100; i++ {
+			ts := now
+			if i <= 10 {
+				ts = now - int64(time.Hour)
+			}
+			if err := Append(tx, &Entry{Index: i, Epoch: Epoch{1, 1}, Time: ts, Data: make([]byte, 100)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.View(func(tx storage.ReadTx) error {
+		es, err := Read(tx, 50, 400) // entries are 129 bytes each
+		if err != nil || len(es) != 3 || es[0].Index != 50 || es[2].Index != 52 {
+			t.Fatalf("read by size: %d entries, %v", len(es), err)
+		}
+		return nil
+	})
+	tests := []struct {
+		name      string
+		r         Retention
+		wantFirst uint64
+	}{
+		{"age", Retention{MaxAge: int64(time.Minute), KeepLast: 5}, 11},
+		{"size", Retention{MaxBytes: 50 * 130, KeepLast: 5}, 0}, // checked as "about 50 left"
+		{"keep last", Retention{MaxBytes: 1, KeepLast: 5}, 96},
+	}
+	for _, tt := range tests {
+		be.Update(func(tx storage.WriteTx) error {
+			if _, err := Trim(tx, tt.r, now, 1000); err != nil {
+				t.Fatal(err)
+			}
+			first, last, _ := Bounds(tx)
+			if last != 100 {
+				t.Fatalf("%s: last = %d", tt.name, last)
+			}
+			switch {
+			case tt.wantFirst != 0 && first != tt.wantFirst:
+				t.Fatalf("%s: first = %d, want %d", tt.name, first, tt.wantFirst)
+			case tt.wantFirst == 0 && (100-first+1)*130 > 50*130+130:
+				t.Fatalf("%s: %d entries left, over the size bound", tt.name, 100-first+1)
+			}
+			return nil
+		})
+	}
+}
