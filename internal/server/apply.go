@@ -217,7 +217,7 @@ drain:
 		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(idx)); err != nil {
 			return err
 		}
-		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term))
+		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term.Load()))
 	})
 	if err != nil {
 		// Memory may be ahead of disk now. Refuse everything and stop;

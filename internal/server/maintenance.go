@@ -17,9 +17,9 @@ func (s *Server) Status(ctx context.Context) *pb.StatusResponse {
 		Version:          EtcdVersion,
 		DbSize:           s.be.Size(),
 		DbSizeInUse:      s.be.SizeInUse(),
-		Leader:           s.memberID,
+		Leader:           s.LeaderID(),
 		RaftIndex:        idx,
-		RaftTerm:         s.term,
+		RaftTerm:         s.term.Load(),
 		RaftAppliedIndex: idx,
 		DbSizeQuota:      s.cfg.QuotaBackendBytes,
 	}

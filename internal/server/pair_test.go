@@ -183,3 +183,43 @@ func TestPairTruncatesUnacknowledgedSuffix(t *testing.T) {
 		t.Fatal("watch on the resynced node was not cancelled")
 	}
 }
+
+// "The replica dies, the primary runs solo and dies, the replica returns
+// alone": it must wait, because the other node holds writes it never saw,
+// until the operator forces it.
+func TestPairFormerReplicaWaitsAlone(t *testing.T) {
+	net := transport.NewMemNet()
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := pairNode(t, net, dirA, 1, true)
+	b := pairNode(t, net, dirB, 2, false)
+	waitRole(t, b, repl.RoleReplica)
+	waitRole(t, a, repl.RolePrimary)
+	put(t, a.cli, "both", "1")
+	b.stop()
+	waitRole(t, a, repl.RoleSolo)
+	put(t, a.cli, "solo-only", "2")
+	a.stop()
+
+	b = pairNode(t, net, dirB, 2, false)
+	time.Sleep(8 * testLease)
+	if r := b.srv.Role(); r != repl.RoleWaiting {
+		t.Fatalf("former replica alone: role %s, want waiting", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testLease)
+	_, err := b.cli.Put(ctx, "k", "v")
+	cancel()
+	if err == nil {
+		t.Fatal("a waiting node acknowledged a write")
+	}
+	b.stop()
+
+	if _, err := server.ForcePrimary(dirB); err != nil {
+		t.Fatal(err)
+	}
+	b = pairNode(t, net, dirB, 2, false)
+	waitRole(t, b, repl.RoleSolo)
+	if v, _ := get(t, b.cli, "both"); v != "1" {
+		t.Fatalf("forced node lost a replicated write: %q", v)
+	}
+	put(t, b.cli, "after-force", "3")
+}

@@ -71,6 +71,7 @@ type replState struct {
 
 	// Shared with request goroutines (atomics).
 	role       atomic.Uint32 // repl.Role
+	leader     atomic.Uint64 // member ID of the primary this node knows (0: none)
 	leaseUntil atomic.Int64  // detector time until which this node holds its peer's lease
 	nextReq    atomic.Uint64
 	// Guarded by Server.mu.
@@ -119,6 +120,18 @@ func (s *Server) Role() repl.Role {
 	return repl.Role(s.repl.role.Load())
 }
 
+// LeaderID is the member ID of the primary this node knows: itself while
+// leading, its primary while it holds that primary's lease, else 0.
+func (s *Server) LeaderID() uint64 {
+	if s.repl == nil {
+		return s.memberID
+	}
+	if !s.HasLeader() {
+		return 0
+	}
+	return s.repl.leader.Load()
+}
+
 // HasLeader reports whether the node knows a valid primary: itself while
 // leading, or a primary whose lease it holds.
 func (s *Server) HasLeader() bool {
@@ -153,7 +166,7 @@ func (s *Server) loadEpochs() error {
 		r.epochs = h
 		last := repl.Last(h)
 		r.ledLast = last.Epoch.Node == s.memberID && !last.Epoch.IsZero()
-		r.maxTerm = s.term
+		r.maxTerm = s.term.Load()
 		if last.Epoch.Term > r.maxTerm {
 			r.maxTerm = last.Epoch.Term
 		}
@@ -187,7 +200,7 @@ func (s *Server) newEpochAt(solo bool, start uint64) error {
 	r.epochs = append(r.epochs, rec)
 	r.maxTerm = term
 	s.mu.Lock()
-	s.term = term
+	s.term.Store(term)
 	s.epoch = rec.Epoch
 	s.mu.Unlock()
 	return nil
@@ -214,6 +227,14 @@ func (s *Server) setRole(role repl.Role, why string) {
 			delete(r.kaWait, id)
 		}
 		s.mu.Unlock()
+	}
+	switch role {
+	case repl.RolePrimary, repl.RoleSolo:
+		r.leader.Store(s.memberID)
+	case repl.RoleReplica:
+		r.leader.Store(r.following.Node)
+	default:
+		r.leader.Store(0)
 	}
 	if role.Leads() {
 		s.m.HasLeader.Set(1)
@@ -326,6 +347,7 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 	case repl.RoleReplica:
 		if fresh && r.peer.Role.Leads() {
 			r.following = r.peer.Epoch
+			r.leader.Store(r.following.Node)
 		}
 		if r.det.PeerDead(now) && r.det.PeerLeaseExpired(now) {
 			s.promote(ctx)
@@ -650,7 +672,7 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	s.mu.Lock()
 	s.appliedIdx = es[len(es)-1].Index
 	s.epoch = epoch
-	s.term = epoch.Term
+	s.term.Store(epoch.Term)
 	if epoch.Term > r.maxTerm {
 		r.maxTerm = epoch.Term
 	}
@@ -1108,4 +1130,38 @@ func (d *dedup) add(origin, id uint64) bool {
 	}
 	d.seen[k] = struct{}{}
 	return true
+}
+
+// ForcePrimary marks the stopped node at dataDir as the last leader, so
+// that on its next start it serves alone if its peer is absent: the
+// operator's explicit decision to accept losing writes the peer may hold
+// that this node never saw. It records a solo epoch led by this node.
+func ForcePrimary(dataDir string) (repl.EpochRecord, error) {
+	be, err := storage.Open(DBPath(dataDir), storage.Options{})
+	if err != nil {
+		return repl.EpochRecord{}, err
+	}
+	defer be.Close()
+	var rec repl.EpochRecord
+	err = be.Update(func(tx storage.WriteTx) error {
+		member := storage.Uint64(tx.Get(storage.BucketMeta, metaMemberID))
+		if member == 0 {
+			return fmt.Errorf("%s holds no dyad node", dataDir)
+		}
+		h, err := repl.Epochs(tx)
+		if err != nil {
+			return err
+		}
+		term := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaTerm))
+		if t := repl.Last(h).Epoch.Term; t > term {
+			term = t
+		}
+		applied := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
+		rec = repl.EpochRecord{Epoch: repl.Epoch{Term: term + 1, Node: member}, Start: applied + 1, Solo: true}
+		if err := repl.PutEpoch(tx, rec); err != nil {
+			return err
+		}
+		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(term+1))
+	})
+	return rec, err
 }

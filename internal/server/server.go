@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -100,7 +101,7 @@ type Server struct {
 
 	clusterID uint64
 	memberID  uint64
-	term      uint64 // epoch term of this run; persisted before first use
+	term      atomic.Uint64 // current epoch term; persisted before first use
 
 	proposals chan *proposal
 	compactc  chan compactJob
@@ -201,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 	s.refreshGauges()
 	rev, _, compacted := store.Revs()
 	s.log.Info("store opened", "data-dir", cfg.DataDir, "revision", rev, "compact-revision", compacted,
-		"applied-index", s.appliedIdx, "term", s.term, "leases", s.lessor.Count(),
+		"applied-index", s.appliedIdx, "term", s.term.Load(), "leases", s.lessor.Count(),
 		"cluster-id", fmt.Sprintf("%x", s.clusterID), "member-id", fmt.Sprintf("%x", s.memberID))
 	return s, nil
 }
@@ -240,8 +241,8 @@ func (s *Server) bootstrap() error {
 			}
 		}
 		s.appliedIdx = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
-		s.term = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaTerm)) + 1
-		if err := tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term)); err != nil {
+		s.term.Store(storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaTerm)) + 1)
+		if err := tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term.Load())); err != nil {
 			return err
 		}
 		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(s.appliedIdx)); err != nil {
@@ -380,7 +381,7 @@ func (s *Server) Config() Config { return s.cfg }
 func (s *Server) IDs() (cluster, member uint64) { return s.clusterID, s.memberID }
 
 // Term is the node's current epoch term.
-func (s *Server) Term() uint64 { return s.term }
+func (s *Server) Term() uint64 { return s.term.Load() }
 
 // FillHeader sets the identity fields of a response header.
 func (s *Server) FillHeader(h *pb.ResponseHeader) {
@@ -389,7 +390,7 @@ func (s *Server) FillHeader(h *pb.ResponseHeader) {
 	}
 	h.ClusterId = s.clusterID
 	h.MemberId = s.memberID
-	h.RaftTerm = s.term
+	h.RaftTerm = s.term.Load()
 }
 
 // Header returns a filled header at rev.
