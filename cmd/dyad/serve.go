@@ -24,6 +24,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dyad-db/dyad/internal/api"
+	"github.com/dyad-db/dyad/internal/dds"
+	"github.com/dyad-db/dyad/internal/ddsnet"
 	"github.com/dyad-db/dyad/internal/server"
 )
 
@@ -48,6 +50,7 @@ type serveFlags struct {
 	progressInterval    time.Duration
 	unsafeNoFsync       bool
 	shutdownGrace       time.Duration
+	cluster             clusterFlags
 }
 
 func serveCmd() *cobra.Command {
@@ -83,6 +86,7 @@ units and manifests carry over.`,
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long in-flight requests may finish before connections are closed.")
+	f.cluster.register(fl)
 	return cmd
 }
 
@@ -221,8 +225,39 @@ func runServe(parent context.Context, f *serveFlags) error {
 	cfg.Logger = log
 	cfg.Metrics = server.NewMetrics(reg)
 
+	plan, err := f.cluster.plan(f.name)
+	if err != nil {
+		return err
+	}
+	if plan != nil {
+		cfg.ClusterID, cfg.MemberID = plan.clusterID, plan.memberID
+		whc := int64(2 * f.maxRequestBytes)
+		if whc < dds.DefaultWhcHigh {
+			whc = dds.DefaultWhcHigh
+		}
+		tr, err := ddsnet.New(ddsnet.Config{
+			DDS: dds.Config{
+				Domain: f.cluster.ddsDomain, Interface: plan.iface, Peers: []string{plan.peer.host},
+				WhcHigh: whc, ExtraXML: plan.extraXML,
+			},
+			Cluster: plan.clusterID,
+			Node:    plan.memberID,
+		})
+		if err != nil {
+			return fmt.Errorf("dds: %w", err)
+		}
+		plan.repl.Transport = tr
+		cfg.Repl = &plan.repl
+		log.Info("two-zone pair", "self", plan.self.name, "peer", plan.peer.name, "peer-host", plan.peer.host,
+			"cluster-id", fmt.Sprintf("%x", plan.clusterID), "member-id", fmt.Sprintf("%x", plan.memberID),
+			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "preferred", plan.repl.Preferred)
+	}
+
 	node, err := server.New(cfg)
 	if err != nil {
+		if cfg.Repl != nil {
+			cfg.Repl.Transport.Close()
+		}
 		return err
 	}
 	defer node.Close()
@@ -267,6 +302,11 @@ func runServe(parent context.Context, f *serveFlags) error {
 		if err := node.Run(nodeCtx); err != nil {
 			errc <- fmt.Errorf("node stopped: %w", err)
 		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		api.RunHealth(nodeCtx, node, healthSrv)
 	}()
 	for _, l := range clientLns {
 		wg.Add(1)
