@@ -61,7 +61,9 @@ func (d *Detector) Outgoing(now int64) (sentAt, echo int64) {
 
 // Heard records a heartbeat from the peer, received now.
 func (d *Detector) Heard(h *Heartbeat, now int64) {
-	d.peerSeen = now
+	if now > d.peerSeen {
+		d.peerSeen = now
+	}
 	if h.SentAt > d.peerSentAt {
 		d.peerSentAt = h.SentAt
 		d.echoPending = true
@@ -73,6 +75,16 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 
 // HoldsLease reports whether the peer's echoes still vouch for this node.
 func (d *Detector) HoldsLease(now int64) bool { return now < d.leaseUntil }
+
+// PeerHeard reports whether a heartbeat from the peer arrived within the
+// last Lease (no freeze discount: what the peer said is that recent).
+func (d *Detector) PeerHeard(now int64) bool {
+	return d.peerSeen != 0 && now-d.peerSeen <= int64(d.Lease)
+}
+
+// RunningSince is the start of this node's current uninterrupted run:
+// timeouts measured by the node start no earlier.
+func (d *Detector) RunningSince() int64 { return d.runningSince }
 
 // PeerDead reports whether the peer is silent for a full Lease of this
 // node's uninterrupted running time.

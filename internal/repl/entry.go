@@ -39,6 +39,10 @@ type Entry struct {
 	// Time is the primary's wall clock at append (unix ns), for log
 	// retention by age.
 	Time int64
+	// Solo marks an entry the leader logged while acknowledging alone. A
+	// replica whose newest entry is synchronous knows its leader was
+	// synchronous up to there.
+	Solo bool
 	// Data is the marshalled etcdserverpb.InternalRaftRequest.
 	Data []byte
 }
@@ -54,6 +58,11 @@ func AppendEntry(b []byte, e *Entry) []byte {
 	b = binary.BigEndian.AppendUint64(b, e.Origin)
 	b = binary.AppendUvarint(b, e.ReqID)
 	b = binary.AppendVarint(b, e.Time)
+	if e.Solo {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
 	b = binary.AppendUvarint(b, uint64(len(e.Data)))
 	return append(b, e.Data...)
 }
@@ -104,6 +113,19 @@ func (d *decoder) u64() uint64 {
 	return v
 }
 
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.err = ErrDecode
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
 // bytes returns a length-prefixed field; it aliases the input.
 func (d *decoder) bytes() []byte {
 	n := d.uvarint()
@@ -126,6 +148,7 @@ func (d *decoder) entry(e *Entry) {
 	e.Origin = d.u64()
 	e.ReqID = d.uvarint()
 	e.Time = d.varint()
+	e.Solo = d.byte() == 1
 	e.Data = d.bytes()
 }
 

@@ -142,6 +142,10 @@ type Heartbeat struct {
 	Echo    int64
 	LedLast bool // the sender's newest epoch is its own (it may serve alone)
 	MaxTerm uint64
+	// EpochStart is the first index of the sender's epoch while it leads:
+	// a replica that has not applied everything before a synchronous
+	// epoch's start is still catching up and must not promote itself.
+	EpochStart uint64
 }
 
 // Encode returns h's encoding.
@@ -160,7 +164,8 @@ func (h *Heartbeat) Encode() []byte {
 	} else {
 		b = append(b, 0)
 	}
-	return binary.AppendUvarint(b, h.MaxTerm)
+	b = binary.AppendUvarint(b, h.MaxTerm)
+	return binary.AppendUvarint(b, h.EpochStart)
 }
 
 // DecodeHeartbeat decodes Heartbeat.Encode's output.
@@ -185,6 +190,7 @@ func DecodeHeartbeat(b []byte) (Heartbeat, error) {
 		h.LedLast = d.b[0] == 1
 		d.b = d.b[1:]
 		h.MaxTerm = d.uvarint()
+		h.EpochStart = d.uvarint()
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = ErrDecode

@@ -41,7 +41,7 @@ func TestEntriesRoundTrip(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	hb := Heartbeat{Role: RolePrimary, Epoch: Epoch{5, 1}, Applied: 10, Commit: 9, Rev: 42, SentAt: 123, Echo: 99, LedLast: true, MaxTerm: 6}
+	hb := Heartbeat{Role: RolePrimary, Epoch: Epoch{5, 1}, Applied: 10, Commit: 9, Rev: 42, SentAt: 123, Echo: 99, LedLast: true, MaxTerm: 6, EpochStart: 4}
 	if got, err := DecodeHeartbeat(hb.Encode()); err != nil || got != hb {
 		t.Fatalf("heartbeat: %+v %v", got, err)
 	}

@@ -184,6 +184,7 @@ drain:
 	var entries []repl.Entry
 	idx := s.appliedIdx
 	epoch := s.currentEpoch()
+	solo := s.Role() == repl.RoleSolo
 	now := time.Now().UnixNano()
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for _, p := range batch {
@@ -207,7 +208,7 @@ drain:
 				if origin == 0 {
 					origin = s.memberID
 				}
-				e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Data: data}
+				e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Solo: solo, Data: data}
 				if err := repl.Append(tx, &e); err != nil {
 					return err
 				}

@@ -60,6 +60,13 @@ type replState struct {
 	peerSeen bool
 	// following is the epoch of the primary this replica follows.
 	following repl.Epoch
+	// verified: a catch-up answer has confirmed that this replica's log is
+	// a prefix of the leader's; until then live entries are not applied
+	// (after a divergence index continuity alone proves nothing).
+	verified bool
+	// lastEpoch and lastSolo describe the newest entry this replica applied.
+	lastEpoch repl.Epoch
+	lastSolo  bool
 	ackIdx    uint64
 	inflight  []*pending
 	fwdq      []*proposal // forwarded writes waiting for the next batch
@@ -78,6 +85,10 @@ type replState struct {
 	fwdWait map[uint64]*proposal
 	kaWait  map[uint64]chan repl.Reply
 }
+
+// syncWindow is how far behind (in entries) the replica may be when the
+// leader starts a synchronous epoch.
+const syncWindow = 1024
 
 // pending is a locally committed leader batch waiting for the replica.
 type pending struct {
@@ -271,8 +282,13 @@ func (s *Server) sendHeartbeat() {
 	if role == repl.RoleReplica {
 		epoch = r.following
 	}
+	var start uint64
+	if role.Leads() && len(r.epochs) > 0 {
+		start = repl.Last(r.epochs).Start
+	}
 	hb := repl.Heartbeat{
-		Role: role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
+		EpochStart: start,
+		Role:       role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
 		Rev: s.store.ReadableRev(), SentAt: sentAt, Echo: echo, LedLast: r.ledLast, MaxTerm: r.maxTerm,
 	}
 	if err := r.tr.Send(&transport.Message{Class: transport.Heartbeat, Kind: repl.KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Payload: hb.Encode()}); err != nil {
@@ -289,9 +305,18 @@ func (s *Server) commitIdx() uint64 {
 	return s.appliedIdx
 }
 
+// ackOverdue reports an entry unacknowledged for AckTimeout of this node's
+// own running time (a freeze of this node restarts the count).
 func (s *Server) ackOverdue(now int64) bool {
 	r := s.repl
-	return len(r.inflight) > 0 && now-r.inflight[0].at > int64(r.cfg.AckTimeout)
+	if len(r.inflight) == 0 {
+		return false
+	}
+	since := r.inflight[0].at
+	if rs := r.det.RunningSince(); rs > since {
+		since = rs
+	}
+	return now-since > int64(r.cfg.AckTimeout)
 }
 
 // onTick runs the detector and the role rules; called from the apply loop
@@ -311,9 +336,10 @@ func (s *Server) onTick(ctx context.Context) {
 	}
 }
 
-// peerFresh reports whether the peer has been heard within a lease.
+// peerFresh reports whether the peer's last heartbeat is recent enough to
+// act on what it says (a node thawing from a freeze holds stale news).
 func (s *Server) peerFresh(now int64) bool {
-	return s.repl.peerSeen && !s.repl.det.PeerDead(now)
+	return s.repl.peerSeen && s.repl.det.PeerHeard(now)
 }
 
 // evaluate applies the role rules (docs/ARCHITECTURE.md, "Roles").
@@ -350,7 +376,15 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			r.leader.Store(r.following.Node)
 		}
 		if r.det.PeerDead(now) && r.det.PeerLeaseExpired(now) {
-			s.promote(ctx)
+			// Only a synchronous replica may take over: one that was
+			// catching up from a solo primary lacks acknowledged writes.
+			syncHB := r.peer.Role == repl.RolePrimary && s.appliedIdx+1 >= r.peer.EpochStart
+			syncEntries := !r.lastSolo && !r.lastEpoch.IsZero() && !r.lastEpoch.Less(r.peer.Epoch)
+			if syncHB || syncEntries {
+				s.promote(ctx)
+			} else {
+				s.setRole(repl.RoleWaiting, "the primary was lost while this node was still catching up; it holds writes this node never saw: waiting for it (or dyad force-primary)")
+			}
 		}
 	case repl.RolePrimary:
 		if fresh && r.peer.Role.Leads() && r.peer.Epoch.Term > s.currentEpoch().Term {
@@ -378,7 +412,11 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			}
 			return
 		}
-		if fresh && r.peer.Role == repl.RoleReplica && r.peer.Epoch.Node == s.memberID && r.peer.Applied >= s.appliedIdx {
+		// The synchronous epoch can start while the replica is a little
+		// behind: its acks are cumulative, so entries from the epoch's
+		// start on wait for it to get there. Far behind, writes would
+		// stall, so it catches up first.
+		if fresh && r.peer.Role == repl.RoleReplica && r.peer.Epoch.Node == s.memberID && r.peer.Applied+syncWindow >= s.appliedIdx {
 			if err := s.newEpoch(false); err != nil {
 				s.fail(err)
 				return
@@ -444,6 +482,7 @@ func (s *Server) stepDown(why string) {
 func (s *Server) follow() {
 	r := s.repl
 	r.det.ForgetPeer()
+	r.verified = false
 	r.following = r.peer.Epoch
 	s.setRole(repl.RoleReplica, "following "+r.peer.Epoch.String())
 	s.askCatchup()
@@ -490,7 +529,7 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		now := r.det.Now()
-		r.det.Heard(&hb, now)
+		r.det.Heard(&hb, m.Received)
 		r.peer, r.peerSeen = hb, true
 		if hb.MaxTerm > r.maxTerm {
 			r.maxTerm = hb.MaxTerm
@@ -591,6 +630,9 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 // followEntries applies entries received from the primary, in order.
 func (s *Server) followEntries(es []repl.Entry, fromCatchup bool) {
 	r := s.repl
+	if fromCatchup {
+		r.verified = true // the leader checked our last entry's epoch
+	}
 	i := 0
 	for i < len(es) && es[i].Index <= s.appliedIdx {
 		i++ // already applied (catch-up overlapping the live stream)
@@ -602,8 +644,9 @@ func (s *Server) followEntries(es []repl.Entry, fromCatchup bool) {
 		}
 		return
 	}
-	if es[0].Index != s.appliedIdx+1 {
-		// A gap: the live stream ran ahead of us. Fetch from the log.
+	if !r.verified || es[0].Index != s.appliedIdx+1 {
+		// Not yet known to be a prefix of the leader's log, or a gap:
+		// the live stream ran ahead of us. Fetch from the log.
 		if r.catchupAsked == 0 {
 			s.askCatchup()
 		}
@@ -669,6 +712,7 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 		return err
 	}
 	r.epochs = append(r.epochs, newEpochs...)
+	r.lastEpoch, r.lastSolo = es[len(es)-1].Epoch, es[len(es)-1].Solo
 	s.mu.Lock()
 	s.appliedIdx = es[len(es)-1].Index
 	s.epoch = epoch

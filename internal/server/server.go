@@ -306,6 +306,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.repl != nil {
 		r := s.repl
 		err := r.tr.Start(func(m *transport.Message) {
+			m.Received = r.det.Now()
 			select {
 			case r.inbox <- m:
 			case <-ctx.Done():

@@ -51,6 +51,10 @@ type Message struct {
 	Term    uint64
 	Index   uint64
 	Payload []byte
+	// Received is stamped by the receiving node on its own clock when the
+	// message arrives (not sent on the wire), so that a busy owner still
+	// times its peer by arrival, not by when it got round to the message.
+	Received int64
 }
 
 // Handler receives messages. See the package doc for its constraints.
