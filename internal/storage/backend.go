@@ -238,6 +238,12 @@ func (b *Backend) Defrag() error {
 		return err
 	}
 	dst.Close()
+	return b.swapInLocked(tmp)
+}
+
+// swapInLocked replaces the data file with the durable file at tmp and
+// reopens it. The caller holds swap for writing.
+func (b *Backend) swapInLocked(tmp string) error {
 	if err := b.db.Close(); err != nil {
 		return err
 	}
@@ -266,21 +272,7 @@ func (b *Backend) Replace(snapshot string) error {
 	}
 	b.swap.Lock()
 	defer b.swap.Unlock()
-	if err := b.db.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, b.path); err != nil {
-		return err
-	}
-	if err := syncDir(filepath.Dir(b.path)); err != nil {
-		return err
-	}
-	db, err := openBolt(b.path, b.opts)
-	if err != nil {
-		return err
-	}
-	b.db = db
-	return nil
+	return b.swapInLocked(tmp)
 }
 
 // Close closes the data file.

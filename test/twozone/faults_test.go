@@ -10,13 +10,29 @@ import (
 // machine; the failover time itself is measured by the benchmark).
 const resumeWithin = 20 * time.Second
 
-func TestKillPrimary(t *testing.T) {
+// startPair starts both nodes, waits for the pair and starts 4 writers per
+// node; it returns the leader's index.
+func startPair(t *testing.T) (*zones, int, *workload) {
 	z := newZones(t)
 	z.start(0)
 	z.start(1)
 	leader := z.waitPair(30 * time.Second)
 	w := startWorkload(z, 4)
-	defer w.stop()
+	t.Cleanup(w.stop)
+	return z, leader, w
+}
+
+// noSplitBrain fails if either node reported split brain.
+func noSplitBrain(t *testing.T, z *zones, after string) {
+	for i := 0; i < 2; i++ {
+		if z.logContains(i, "split brain") {
+			t.Errorf("node %c reported split brain after %s", 'a'+i, after)
+		}
+	}
+}
+
+func TestKillPrimary(t *testing.T) {
+	z, leader, w := startPair(t)
 	w.waitProgress(t, 100, resumeWithin)
 	for round := 0; round < 3; round++ {
 		z.kill(leader)
@@ -34,20 +50,11 @@ func TestKillPrimary(t *testing.T) {
 	w.verify(t, leader)
 	w.verify(t, 1-leader)
 	converged(t, z, leader)
-	for i := 0; i < 2; i++ {
-		if z.logContains(i, "split brain") {
-			t.Errorf("node %c reported split brain without a partition", 'a'+i)
-		}
-	}
+	noSplitBrain(t, z, "kill -9")
 }
 
 func TestKillReplica(t *testing.T) {
-	z := newZones(t)
-	z.start(0)
-	z.start(1)
-	leader := z.waitPair(30 * time.Second)
-	w := startWorkload(z, 4)
-	defer w.stop()
+	z, leader, w := startPair(t)
 	w.waitProgress(t, 100, resumeWithin)
 	z.kill(1 - leader)
 	w.waitProgress(t, 100, resumeWithin) // the primary goes solo
@@ -64,12 +71,7 @@ func TestKillReplica(t *testing.T) {
 // A frozen primary (SIGSTOP for 3 leases) is replaced; when it thaws it
 // must step down, not serve, and rejoin as the replica.
 func TestStoppedPrimary(t *testing.T) {
-	z := newZones(t)
-	z.start(0)
-	z.start(1)
-	leader := z.waitPair(30 * time.Second)
-	w := startWorkload(z, 4)
-	defer w.stop()
+	z, leader, w := startPair(t)
 	w.waitProgress(t, 100, resumeWithin)
 	z.signal(leader, syscall.SIGSTOP)
 	z.waitLeading(1-leader, resumeWithin)
@@ -82,22 +84,13 @@ func TestStoppedPrimary(t *testing.T) {
 	w.stop()
 	w.verify(t, 1-leader)
 	converged(t, z, 1-leader)
-	for i := 0; i < 2; i++ {
-		if z.logContains(i, "split brain") {
-			t.Errorf("node %c reported split brain after a freeze", 'a'+i)
-		}
-	}
+	noSplitBrain(t, z, "a freeze")
 }
 
 // 5 ms delay (netem, where the kernel has it) and 1% loss (nftables) on
 // the replication link: nothing is lost, and no split brain is reported.
 func TestDelayAndLoss(t *testing.T) {
-	z := newZones(t)
-	z.start(0)
-	z.start(1)
-	leader := z.waitPair(30 * time.Second)
-	w := startWorkload(z, 4)
-	defer w.stop()
+	z, leader, w := startPair(t)
 	z.delay(5 * time.Millisecond)
 	z.loss(1)
 	w.waitProgress(t, 300, resumeWithin)
@@ -108,11 +101,7 @@ func TestDelayAndLoss(t *testing.T) {
 	leader = z.waitPair(30 * time.Second)
 	w.verify(t, leader)
 	converged(t, z, leader)
-	for i := 0; i < 2; i++ {
-		if z.logContains(i, "split brain") {
-			t.Errorf("node %c reported split brain under delay and loss", 'a'+i)
-		}
-	}
+	noSplitBrain(t, z, "delay and loss")
 }
 
 // The replication link goes down one way, then both ways, for 10 s each.
@@ -122,12 +111,7 @@ func TestDelayAndLoss(t *testing.T) {
 // may be lost from the preferred side's history or from the other side's
 // data dir, which keeps its diverged writes.
 func TestLinkDownOneWay(t *testing.T) {
-	z := newZones(t)
-	z.start(0)
-	z.start(1)
-	leader := z.waitPair(30 * time.Second)
-	w := startWorkload(z, 4)
-	defer w.stop()
+	z, leader, w := startPair(t)
 	w.waitProgress(t, 100, resumeWithin)
 	z.dropOut(leader, 1000) // the leader's packets no longer reach the replica
 	time.Sleep(10 * time.Second)
@@ -138,9 +122,5 @@ func TestLinkDownOneWay(t *testing.T) {
 	w.stop()
 	w.verify(t, leader)
 	converged(t, z, leader)
-	for i := 0; i < 2; i++ {
-		if z.logContains(i, "split brain") {
-			t.Errorf("node %c reported split brain after a one-way link failure", 'a'+i)
-		}
-	}
+	noSplitBrain(t, z, "a one-way link failure")
 }
