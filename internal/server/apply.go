@@ -129,6 +129,9 @@ func (s *Server) applier(ctx context.Context) error {
 			s.failQueued()
 		}
 		if s.repl != nil && len(s.repl.fwdq) > 0 && s.Role().Leads() {
+			// Forwarded writes share a group commit like local ones:
+			// gather what else has arrived before committing.
+			s.drainInbox(ctx, maxBatch)
 			s.leadBatch(nil)
 			continue
 		}
@@ -141,6 +144,18 @@ func (s *Server) applier(ctx context.Context) error {
 			s.onMessage(ctx, m)
 		case <-tick:
 			s.onTick(ctx)
+		}
+	}
+}
+
+// drainInbox handles up to n messages that are already waiting.
+func (s *Server) drainInbox(ctx context.Context, n int) {
+	for i := 0; i < n && len(s.repl.fwdq) < maxBatch; i++ {
+		select {
+		case m := <-s.repl.inbox:
+			s.onMessage(ctx, m)
+		default:
+			return
 		}
 	}
 }
