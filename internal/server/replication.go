@@ -557,7 +557,16 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			s.log.Error("bad entries from peer", "err", err)
 			return
 		}
+		var later []*transport.Message
+		if m.Kind == repl.KindEntries {
+			// Apply every live batch already waiting in one commit, as the
+			// leader does with proposals; other messages follow after.
+			es, later = s.gatherEntries(es)
+		}
 		s.followEntries(es, m.Kind == repl.KindCatchup)
+		for _, m := range later {
+			s.onMessage(ctx, m)
+		}
 	case repl.KindForward:
 		f, err := repl.DecodeForward(m.Payload)
 		if err != nil {
@@ -597,6 +606,31 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			s.onSnapChunk(m)
 		}
 	}
+}
+
+// gatherEntries appends to es the live entries of the messages already
+// waiting in the inbox (up to maxBatch entries), and returns the other
+// messages it took, in order.
+func (s *Server) gatherEntries(es []repl.Entry) ([]repl.Entry, []*transport.Message) {
+	var later []*transport.Message
+	for len(es) < maxBatch {
+		select {
+		case m := <-s.repl.inbox:
+			if m.Kind != repl.KindEntries {
+				later = append(later, m)
+				continue
+			}
+			more, err := repl.DecodeEntries(m.Payload)
+			if err != nil || len(more) == 0 || more[0].Index != es[len(es)-1].Index+1 {
+				later = append(later, m) // not contiguous: handled on its own
+				continue
+			}
+			es = append(es, more...)
+		default:
+			return es, later
+		}
+	}
+	return es, later
 }
 
 // onForward takes a request forwarded by the replica.
