@@ -302,3 +302,7 @@ func (z *zones) hash(i int, rev int64) uint32 {
 	}
 	return resp.Hash
 }
+
+func withPrefixCountOnly() []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}
+}

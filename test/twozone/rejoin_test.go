@@ -1,0 +1,134 @@
+package twozone
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// putMany writes n keys through node i with 32 concurrent clients.
+func putMany(t *testing.T, z *zones, i, n int, prefix string) {
+	t.Helper()
+	cli := z.client(i)
+	errc := make(chan error, 32)
+	for c := 0; c < 32; c++ {
+		go func(c int) {
+			for k := c; k < n; k += 32 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := cli.Put(ctx, fmt.Sprintf("%s/%07d", prefix, k), "x")
+				cancel()
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}(c)
+	}
+	for c := 0; c < 32; c++ {
+		if err := <-errc; err != nil {
+			t.Fatalf("bulk write: %v", err)
+		}
+	}
+}
+
+func countKeys(t *testing.T, z *zones, i int, prefix string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := z.client(i).Get(ctx, prefix+"/", withPrefixCountOnly()...)
+	if err != nil {
+		t.Fatalf("count on %c: %v", 'a'+i, err)
+	}
+	return resp.Count
+}
+
+// Rejoin after many revisions: from the log with the default retention,
+// from a snapshot when the log has been trimmed past the replica.
+func TestRejoinAfterManyRevisions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		n     int
+	}{
+		{"from the log", nil, 100000},
+		{"from a snapshot", []string{"--log-retention-bytes", "1"}, 30000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z := newZones(t)
+			z.start(0, tc.extra...)
+			z.start(1, tc.extra...)
+			leader := z.waitPair(30 * time.Second)
+			replica := 1 - leader
+			z.kill(replica)
+			putMany(t, z, leader, tc.n, "bulk")
+			if len(tc.extra) > 0 {
+				time.Sleep(12 * time.Second) // one log-trim period
+			}
+			z.start(replica, tc.extra...)
+			if got := z.waitPair(120 * time.Second); got != leader {
+				t.Fatalf("node %c leads after rejoin", 'a'+got)
+			}
+			converged(t, z, leader)
+			if n := countKeys(t, z, replica, "bulk"); n != int64(tc.n) {
+				t.Fatalf("rejoined replica holds %d of %d keys", n, tc.n)
+			}
+			snap := z.logContains(replica, "installed the leader's snapshot")
+			if want := len(tc.extra) > 0; snap != want {
+				t.Fatalf("snapshot resync = %v, want %v", snap, want)
+			}
+		})
+	}
+}
+
+// An empty node replaces a destroyed one: it joins as the replica, never
+// starts a pair of its own, and gets everything.
+func TestReplaceDestroyedNode(t *testing.T) {
+	z := newZones(t)
+	z.start(0)
+	z.start(1)
+	leader := z.waitPair(30 * time.Second)
+	putMany(t, z, leader, 2000, "before")
+	gone := 1 - leader
+	z.kill(gone)
+	if err := os.RemoveAll(filepath.Join(z.dir, []string{"a", "b"}[gone])); err != nil {
+		t.Fatal(err)
+	}
+	putMany(t, z, leader, 2000, "solo")
+	z.start(gone, "--initial-cluster-state", "existing")
+	if got := z.waitPair(60 * time.Second); got != leader {
+		t.Fatalf("the replacement leads")
+	}
+	converged(t, z, leader)
+	if n := countKeys(t, z, gone, "before") + countKeys(t, z, gone, "solo"); n != 4000 {
+		t.Fatalf("replacement holds %d of 4000 keys", n)
+	}
+}
+
+// Cold start of both nodes after a blackout: the one that led last leads,
+// the other follows, nothing is lost.
+func TestColdStartBoth(t *testing.T) {
+	z := newZones(t)
+	z.start(0)
+	z.start(1)
+	leader := z.waitPair(30 * time.Second)
+	putMany(t, z, leader, 2000, "k")
+	z.kill(0)
+	z.kill(1)
+	z.start(1 - leader) // the former replica first: it must wait
+	time.Sleep(4 * z.lease)
+	if m, l := z.leader(1 - leader); m == 0 || l != 0 {
+		t.Fatalf("the former replica, alone, reports leader %x (member %x): it must wait", l, m)
+	}
+	z.start(leader)
+	if got := z.waitPair(60 * time.Second); got != leader {
+		t.Fatalf("node %c leads after the blackout, want the one that led last", 'a'+got)
+	}
+	converged(t, z, leader)
+	if n := countKeys(t, z, 1-leader, "k"); n != 2000 {
+		t.Fatalf("%d of 2000 keys after cold start", n)
+	}
+}
