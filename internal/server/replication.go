@@ -270,10 +270,16 @@ func (s *Server) sendHeartbeat() {
 	r := s.repl
 	now := r.det.Now()
 	role := s.Role()
+	var start uint64
+	if role.Leads() && len(r.epochs) > 0 {
+		start = repl.Last(r.epochs).Start
+	}
 	var sentAt, echo int64
 	// The leader withholds its echo (the replica's read lease) while the
-	// replica is not synchronous: in solo, and once acks are overdue.
-	if role == repl.RoleSolo || (role == repl.RolePrimary && s.ackOverdue(now)) {
+	// replica is not synchronous: in solo, once acks are overdue, and in a
+	// synchronous epoch until the replica has acknowledged everything
+	// before the epoch's start (writes acknowledged while solo).
+	if role == repl.RoleSolo || (role == repl.RolePrimary && (s.ackOverdue(now) || r.ackIdx+1 < start)) {
 		sentAt = now
 	} else {
 		sentAt, echo = r.det.Outgoing(now)
@@ -281,10 +287,6 @@ func (s *Server) sendHeartbeat() {
 	epoch := s.currentEpoch()
 	if role == repl.RoleReplica {
 		epoch = r.following
-	}
-	var start uint64
-	if role.Leads() && len(r.epochs) > 0 {
-		start = repl.Last(r.epochs).Start
 	}
 	hb := repl.Heartbeat{
 		EpochStart: start,

@@ -30,6 +30,8 @@
 //
 // Invariants: every process started here is killed (SIGKILL after a grace
 // period) before its data directory is removed, and gets SIGKILL from the
-// kernel if the test binary dies first (Pdeathsig). Nothing here talks to an
-// address other than 127.0.0.1.
+// kernel if the test binary dies first (Pdeathsig). Servers listen on
+// 127.0.0.1; Zones (netns.go) builds private network namespaces and veth
+// links that the test creates and removes, and talks only to their
+// addresses.
 package testutil
