@@ -176,6 +176,16 @@ func (s *Server) failQueued() {
 // leadBatch applies one group commit as the leader: first (if any), the
 // forwarded writes, and whatever else is queued, up to maxBatch.
 func (s *Server) leadBatch(first *proposal) {
+	if s.repl != nil && !s.Role().Leads() {
+		// The role changed while messages were handled (a step-down):
+		// nothing may be logged in the old epoch. Not applied: say so.
+		s.repl.fwdq = nil
+		if first != nil {
+			first.done <- applyResult{err: rpctypes.ErrGRPCNoLeader}
+		}
+		s.failQueued()
+		return
+	}
 	batch := make([]*proposal, 0, 16)
 	if s.repl != nil {
 		batch = append(batch, s.repl.fwdq...)
@@ -192,6 +202,9 @@ drain:
 		default:
 			break drain
 		}
+	}
+	if len(batch) == 0 {
+		return
 	}
 	results := make([]applyResult, 0, len(batch))
 	var events []mvccpb.Event

@@ -279,10 +279,14 @@ func (s *Server) sendHeartbeat() {
 	// replica is not synchronous: in solo, once acks are overdue, and in a
 	// synchronous epoch until the replica has acknowledged everything
 	// before the epoch's start (writes acknowledged while solo).
-	if role == repl.RoleSolo || (role == repl.RolePrimary && (s.ackOverdue(now) || r.ackIdx+1 < start)) {
-		sentAt = now
-	} else {
+	// A replica's echo is its primary's role lease; a waiting node grants
+	// nothing (its peer may be about to follow it, or to lead).
+	grant := role == repl.RoleReplica ||
+		role == repl.RolePrimary && !s.ackOverdue(now) && r.ackIdx+1 >= start
+	if grant {
 		sentAt, echo = r.det.Outgoing(now)
+	} else {
+		sentAt = now
 	}
 	epoch := s.currentEpoch()
 	if role == repl.RoleReplica {
@@ -347,6 +351,10 @@ func (s *Server) peerFresh(now int64) bool {
 // evaluate applies the role rules (docs/ARCHITECTURE.md, "Roles").
 func (s *Server) evaluate(ctx context.Context, now int64) {
 	r := s.repl
+	// Notice a freeze of this node before judging anything: a message
+	// handled right after a thaw must not find the peer "dead" or acks
+	// "overdue" by the frozen time.
+	r.det.Tick(now)
 	fresh := s.peerFresh(now)
 	switch s.Role() {
 	case repl.RoleWaiting:
@@ -460,6 +468,7 @@ func (s *Server) promote(ctx context.Context) {
 	// change; the old primary's deadlines are never used.
 	s.lessor.ResetDeadlines()
 	r.det.ForgetPeer()
+	r.leaseUntil.Store(0)
 	s.m.Failovers.Inc()
 	s.setRole(repl.RoleSolo, "primary lost")
 }
@@ -484,6 +493,7 @@ func (s *Server) stepDown(why string) {
 func (s *Server) follow() {
 	r := s.repl
 	r.det.ForgetPeer()
+	r.leaseUntil.Store(0)
 	r.verified = false
 	r.following = r.peer.Epoch
 	s.setRole(repl.RoleReplica, "following "+r.peer.Epoch.String())
@@ -782,9 +792,14 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 // releaseCommitted answers every leader batch the commit rule allows.
 func (s *Server) releaseCommitted() {
 	r := s.repl
-	commit := s.appliedIdx
-	if s.Role() == repl.RolePrimary {
+	var commit uint64
+	switch s.Role() {
+	case repl.RolePrimary:
 		commit = r.ackIdx
+	case repl.RoleSolo:
+		commit = s.appliedIdx
+	default:
+		return // not leading: nothing of ours is acknowledged any more
 	}
 	n := 0
 	for _, p := range r.inflight {
