@@ -18,6 +18,11 @@ import "time"
 type Detector struct {
 	Lease time.Duration
 	Drift time.Duration
+	// FreezeGrace is how long, after this node notices its own freeze, it
+	// declares nothing dead: the transport may need that long to find the
+	// peer again (DDS drops a participant silent past its own lease).
+	FreezeGrace time.Duration
+	graceUntil  int64
 
 	start        time.Time
 	lastTick     int64
@@ -46,6 +51,7 @@ func (d *Detector) Now() int64 { return int64(time.Since(d.start)) + 1 }
 func (d *Detector) Tick(now int64) {
 	if now-d.lastTick > int64(d.Lease/4) {
 		d.runningSince = now
+		d.graceUntil = now + int64(d.FreezeGrace)
 	}
 	d.lastTick = now
 }
@@ -89,12 +95,19 @@ func (d *Detector) RunningSince() int64 { return d.runningSince }
 // PeerDead reports whether the peer is silent for a full Lease of this
 // node's uninterrupted running time.
 func (d *Detector) PeerDead(now int64) bool {
+	if now < d.graceUntil {
+		return false
+	}
 	since := d.peerSeen
 	if d.runningSince > since {
 		since = d.runningSince
 	}
 	return now-since > int64(d.Lease)
 }
+
+// InFreezeGrace reports whether this node is within FreezeGrace of a
+// freeze it noticed.
+func (d *Detector) InFreezeGrace(now int64) bool { return now < d.graceUntil }
 
 // PeerLeaseExpired reports whether the peer can no longer hold a lease
 // from this node: every echo this node sent is older than Lease + Drift.

@@ -133,6 +133,17 @@ func TestDetector(t *testing.T) {
 	if d.PeerDead(frozenUntil + L/2) {
 		t.Fatal("a node's own freeze counted against its peer")
 	}
+	// With a freeze grace, nothing is declared dead until it has passed.
+	g := NewDetector(time.Second, 0)
+	g.FreezeGrace = 3 * time.Second
+	t0 := g.Now()
+	g.Tick(t0 + 2*L) // a freeze of ~2L
+	if g.PeerDead(t0+2*L+2*L) || !g.InFreezeGrace(t0+2*L+2*L) {
+		t.Fatal("peer declared dead within the freeze grace")
+	}
+	if !g.PeerDead(t0 + 2*L + 3*L + 1) {
+		t.Fatal("peer not dead after the freeze grace and a lease of silence")
+	}
 }
 
 func TestLogAppendReadTrim(t *testing.T) {

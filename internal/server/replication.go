@@ -111,7 +111,7 @@ func newReplState(cfg ReplConfig) *replState {
 	r := &replState{
 		cfg:      cfg,
 		tr:       cfg.Transport,
-		det:      repl.NewDetector(cfg.Lease, cfg.Lease/10+10*time.Millisecond),
+		det:      newDetector(cfg.Lease),
 		inbox:    make(chan *transport.Message, 4096),
 		catchupc: make(chan catchupJob, 16),
 		dedup:    newDedup(1 << 16),
@@ -120,6 +120,15 @@ func newReplState(cfg ReplConfig) *replState {
 	}
 	r.started = r.det.Now()
 	return r
+}
+
+// newDetector times leases with lease; after a freeze of this node it
+// waits out a DDS participant lease (2 s) plus a peer lease before it
+// declares the peer dead, so that a thawed node first finds its peer again.
+func newDetector(lease time.Duration) *repl.Detector {
+	d := repl.NewDetector(lease, lease/10+10*time.Millisecond)
+	d.FreezeGrace = 2*time.Second + lease
+	return d
 }
 
 // Role is the node's replication role (RolePrimary... ; a single node
@@ -315,7 +324,7 @@ func (s *Server) commitIdx() uint64 {
 // own running time (a freeze of this node restarts the count).
 func (s *Server) ackOverdue(now int64) bool {
 	r := s.repl
-	if len(r.inflight) == 0 {
+	if len(r.inflight) == 0 || r.det.InFreezeGrace(now) {
 		return false
 	}
 	since := r.inflight[0].at
