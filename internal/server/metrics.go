@@ -29,20 +29,18 @@ type Metrics struct {
 	BatchSize        prometheus.Histogram
 
 	// Two-zone replication.
-	Role          prometheus.Gauge
-	Epoch         prometheus.Gauge
-	CommitIndex   prometheus.Gauge
-	AppliedIndex  prometheus.Gauge
-	LagRevisions  prometheus.Gauge
-	LagSeconds    prometheus.Histogram
-	PeerAlive     prometheus.Gauge
-	SoloSeconds   prometheus.Counter
-	SoloEntered   prometheus.Counter
-	Failovers     prometheus.Counter
-	FalseFailover prometheus.Counter
-	SplitBrains   prometheus.Counter
-	ResyncBytes   prometheus.Counter
-	Conflicts     prometheus.Counter
+	Role         prometheus.Gauge
+	Epoch        prometheus.Gauge
+	CommitIndex  prometheus.Gauge
+	AppliedIndex prometheus.Gauge
+	LagRevisions prometheus.Gauge
+	LagSeconds   prometheus.Histogram
+	PeerAlive    prometheus.Gauge
+	SoloSeconds  prometheus.Counter
+	SoloEntered  prometheus.Counter
+	Failovers    prometheus.Counter
+	SplitBrains  prometheus.Counter
+	ResyncBytes  prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not
@@ -71,24 +69,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Leases:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_leases", Help: "Number of leases."}),
 		BatchSize:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_apply_batch_entries", Help: "Log entries per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 
-		Role:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_role", Help: "Replication role: 0 waiting, 1 replica, 2 primary (synchronous), 3 solo (leading alone)."}),
-		Epoch:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_epoch_term", Help: "Term of the current epoch."}),
-		CommitIndex:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_commit_index", Help: "Last log index known committed."}),
-		AppliedIndex:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_applied_index", Help: "Last log index applied and durable on this node."}),
-		LagRevisions:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_replication_lag_revisions", Help: "Revisions the peer is behind this node (primary) or this node is behind the primary (replica), from the newest heartbeat."}),
-		LagSeconds:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_replication_ack_seconds", Help: "Time from local commit to the replica's acknowledgement, per batch.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-		PeerAlive:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_peer_alive", Help: "1 while the peer's heartbeats arrive within the peer lease."}),
-		SoloSeconds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_seconds_total", Help: "Time spent leading alone (acknowledging without the peer)."}),
-		SoloEntered:   prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_entered_total", Help: "Times the primary went solo after losing its replica."}),
-		Failovers:     prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_failovers_total", Help: "Times this node promoted itself after losing its primary."}),
-		FalseFailover: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_false_failovers_total", Help: "Failovers after which the old primary turned out to be alive."}),
-		SplitBrains:   prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Times both nodes were found leading."}),
-		ResyncBytes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_resync_bytes_total", Help: "Bytes sent to catch the peer up."}),
-		Conflicts:     prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_conflicts_total", Help: "Conflict records written after split brain."}),
+		Role:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_role", Help: "Replication role: 0 waiting, 1 replica, 2 primary (synchronous), 3 solo (leading alone)."}),
+		Epoch:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_epoch_term", Help: "Term of the current epoch."}),
+		CommitIndex:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_commit_index", Help: "Last log index known committed."}),
+		AppliedIndex: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_applied_index", Help: "Last log index applied and durable on this node."}),
+		LagRevisions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_replication_lag_revisions", Help: "Revisions the peer is behind this node (primary) or this node is behind the primary (replica), from the newest heartbeat."}),
+		LagSeconds:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_replication_ack_seconds", Help: "Time from local commit to the replica's acknowledgement, per batch.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		PeerAlive:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_peer_alive", Help: "1 while the peer's heartbeats arrive within the peer lease."}),
+		SoloSeconds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_seconds_total", Help: "Time spent leading alone (acknowledging without the peer)."}),
+		SoloEntered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_entered_total", Help: "Times the primary went solo after losing its replica."}),
+		Failovers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_failovers_total", Help: "Times this node promoted itself after losing its primary."}),
+		SplitBrains:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Times both nodes were found leading."}),
+		ResyncBytes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_resync_bytes_total", Help: "Bytes sent to catch the peer up."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
-			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailover, m.SplitBrains, m.ResyncBytes, m.Conflicts)
+			m.SoloSeconds, m.SoloEntered, m.Failovers, m.SplitBrains, m.ResyncBytes)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
 			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)

@@ -341,6 +341,7 @@ func (s *Server) onTick(ctx context.Context) {
 	now := r.det.Now()
 	r.det.Tick(now)
 	s.sendHeartbeat()
+	s.replGauges(now)
 	s.evaluate(ctx, now)
 	r.leaseUntil.Store(r.det.LeaseUntil())
 	if r.catchupAsked != 0 && now-r.catchupAsked > int64(r.cfg.Lease) {
@@ -348,6 +349,36 @@ func (s *Server) onTick(ctx context.Context) {
 		if s.Role() == repl.RoleReplica {
 			s.askCatchup()
 		}
+	}
+}
+
+// replGauges refreshes the replication metrics (apply loop, every tick).
+func (s *Server) replGauges(now int64) {
+	r := s.repl
+	role := s.Role()
+	s.m.Epoch.Set(float64(s.currentEpoch().Term))
+	s.m.AppliedIndex.Set(float64(s.appliedIdx))
+	s.m.CommitIndex.Set(float64(s.commitIdx()))
+	alive := 0.0
+	if s.peerFresh(now) {
+		alive = 1
+	}
+	s.m.PeerAlive.Set(alive)
+	lag := 0.0
+	if s.peerFresh(now) {
+		switch {
+		case role.Leads():
+			lag = float64(s.store.ReadableRev() - r.peer.Rev)
+		case role == repl.RoleReplica:
+			lag = float64(r.peer.Rev - s.store.ReadableRev())
+		}
+		if lag < 0 {
+			lag = 0
+		}
+	}
+	s.m.LagRevisions.Set(lag)
+	if role == repl.RoleSolo {
+		s.m.SoloSeconds.Add((r.cfg.Lease / 8).Seconds())
 	}
 }
 
@@ -814,6 +845,9 @@ func (s *Server) releaseCommitted() {
 	for _, p := range r.inflight {
 		if p.last > commit {
 			break
+		}
+		if s.Role() == repl.RolePrimary {
+			s.m.LagSeconds.Observe(time.Duration(r.det.Now() - p.at).Seconds())
 		}
 		s.release(p)
 		n++
