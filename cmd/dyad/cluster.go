@@ -47,7 +47,7 @@ func (c *clusterFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&c.peerLease, "peer-lease", time.Second, "Failure detection lease: a peer silent this long (on this node's own running time) is dead, and leases between the nodes last this long.")
 	fl.DurationVar(&c.ackTimeout, "ack-timeout", 2*time.Second, "A replica that leaves an entry unacknowledged this long is declared dead (the primary then goes solo).")
 	fl.StringVar(&c.preferredZone, "preferred-zone", "", "Name of the member in the preferred zone: it starts a new pair and wins split brain (with --split-brain-policy preferred). Default: the first member of --initial-cluster.")
-	fl.StringVar(&c.splitBrainPolicy, "split-brain-policy", "preferred", "After a split brain in which both sides acknowledged writes: \"preferred\" (the preferred zone's history wins) or \"manual\" (an operator decides). Today both stop the non-preferred node, which keeps its diverged writes in its data dir; conflict records and \"dyad resolve\" are not built yet.")
+	fl.StringVar(&c.splitBrainPolicy, "split-brain-policy", "preferred", "After a split brain in which both sides acknowledged writes alone, the preferred zone's history wins and the other node's diverged writes become conflict records (see \"dyad resolve\"). \"preferred\": the other node then resyncs and serves again at once. \"manual\": it stops serving until an operator runs \"dyad resolve accept\" on it.")
 	fl.StringVar(&c.fenceCommand, "fence-command", "", "Command run (through /bin/sh) before this node promotes itself; if it fails there is no promotion. Empty: no fencing.")
 	fl.Int64Var(&c.logRetentionBytes, "log-retention-bytes", 1<<30, "Keep at most this many bytes of replication log for catch-up.")
 	fl.DurationVar(&c.logRetentionAge, "log-retention-age", 2*time.Hour, "Trim replication log entries older than this (the newest 10000 always stay). A zone away for less than this catches up from the log, not from a snapshot.")
@@ -155,11 +155,12 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 	p.clusterID = idOf(append([]string{c.initialClusterToken}, names...)...)
 	p.memberID = idOf(fmt.Sprint(p.clusterID), p.self.name)
 	p.repl = server.ReplConfig{
-		Lease:      c.peerLease,
-		AckTimeout: c.ackTimeout,
-		Bootstrap:  c.initialClusterState == "new" && preferred == p.self.name,
-		Preferred:  preferred == p.self.name,
-		Retention:  repl.Retention{MaxBytes: c.logRetentionBytes, MaxAge: int64(c.logRetentionAge), KeepLast: 10000},
+		Lease:            c.peerLease,
+		AckTimeout:       c.ackTimeout,
+		Bootstrap:        c.initialClusterState == "new" && preferred == p.self.name,
+		Preferred:        preferred == p.self.name,
+		ManualSplitBrain: c.splitBrainPolicy == "manual",
+		Retention:        repl.Retention{MaxBytes: c.logRetentionBytes, MaxAge: int64(c.logRetentionAge), KeepLast: 10000},
 	}
 	if c.fenceCommand != "" {
 		cmdline := c.fenceCommand

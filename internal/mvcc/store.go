@@ -128,6 +128,10 @@ func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
 		// never run backwards.
 		s.currentRev = s.compactRev
 	}
+	if s.scheduledCompact > s.currentRev {
+		// A jump (Jump, then Compact) whose compaction did not finish.
+		s.currentRev = s.scheduledCompact
+	}
 	s.readableRev = s.currentRev
 	if s.scheduledCompact > 0 {
 		// A compaction was applied but not finished before the stop.
@@ -267,6 +271,21 @@ func (s *Store) Compact(tx storage.WriteTx, rev int64) (*Compaction, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Jump moves the current revision forward to rev, changing no key: the
+// merge after a split brain, whose next revision must exceed both sides'
+// maxima. The writer then compacts at rev in the same storage
+// transaction; the compaction point is what a restart finds the revision
+// from. Writer goroutine only.
+func (s *Store) Jump(rev int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev < s.currentRev {
+		return fmt.Errorf("mvcc: jump to %d below the current revision %d", rev, s.currentRev)
+	}
+	s.currentRev = rev
+	return nil
 }
 
 // CompactRev is the last compaction revision.

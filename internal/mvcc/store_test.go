@@ -242,3 +242,100 @@ func TestHistoryEventsAndHashStable(t *testing.T) {
 		t.Fatalf("hashes: now %+v, at4 %+v, at3 %+v", h1, h2, h3)
 	}
 }
+
+// A jump (the merge after a split brain) moves the revision forward with
+// no change; compacted at the new revision, it survives a restart, both
+// with the compaction finished and with it only scheduled.
+func TestJumpSurvivesRestart(t *testing.T) {
+	for _, finish := range []bool{true, false} {
+		dir := t.TempDir()
+		be, err := storage.Open(filepath.Join(dir, "db"), storage.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(be, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply(t, be, s, op{"a=1"}, op{"a=2"}) // revs 2, 3
+		if err := s.Jump(2); err == nil {
+			t.Fatal("jump backwards accepted")
+		}
+		var c *Compaction
+		err = be.Update(func(tx storage.WriteTx) error {
+			if err := s.Jump(100); err != nil {
+				return err
+			}
+			c, err = s.Compact(tx, 100)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.MarkDurable(100)
+		if finish {
+			if err := s.PhysicalCompact(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		apply(t, be, s, op{"b=1"})
+		if _, cur, _ := s.Revs(); cur != 101 {
+			t.Fatalf("revision after the jump and a put = %d, want 101", cur)
+		}
+		be.Close()
+		be, err = storage.Open(filepath.Join(dir, "db"), storage.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, err := Open(be, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, rev, err := s2.Range([]byte("a"), []byte("c"), RangeOptions{})
+		if err != nil || rev != 101 || kvString(res.KVs) != "a=2@c2,m3,v2 b=1@c101,m101,v1 " {
+			t.Fatalf("finished=%v: after restart rev %d, %q, %v", finish, rev, kvString(res.KVs), err)
+		}
+		if s2.CompactRev() != 100 {
+			t.Fatalf("finished=%v: compaction revision after restart = %d, want 100", finish, s2.CompactRev())
+		}
+		be.Close()
+	}
+}
+
+// A jump with nothing after it: the revision is found from the
+// compaction point alone.
+func TestJumpAloneSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	be, err := storage.Open(filepath.Join(dir, "db"), storage.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, be, s, op{"a=1"})
+	err = be.Update(func(tx storage.WriteTx) error {
+		if err := s.Jump(50); err != nil {
+			return err
+		}
+		_, err := s.Compact(tx, 50)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.Close()
+	be, err = storage.Open(filepath.Join(dir, "db"), storage.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	s2, err := Open(be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, cur, _ := s2.Revs(); cur != 50 {
+		t.Fatalf("revision after restart = %d, want 50", cur)
+	}
+}

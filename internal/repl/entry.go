@@ -43,8 +43,35 @@ type Entry struct {
 	// replica whose newest entry is synchronous knows its leader was
 	// synchronous up to there.
 	Solo bool
-	// Data is the marshalled etcdserverpb.InternalRaftRequest.
+	// Merge marks the entry that ends a split brain: Data is then the
+	// revision (MergeRev) the store jumps to and compacts at, above both
+	// sides' maxima.
+	Merge bool
+	// Rev is the store's revision after the entry was applied. Both nodes
+	// derive it; the replica checks it against the leader's. The split
+	// brain export finds the revision at the point of divergence with it.
+	Rev int64
+	// Data is the marshalled etcdserverpb.InternalRaftRequest (or the
+	// merge revision).
 	Data []byte
+}
+
+// Entry flag bits (one byte in the encoding).
+const (
+	entrySolo  = 1
+	entryMerge = 2
+)
+
+// MergeData is the Data of a merge entry to revision rev.
+func MergeData(rev int64) []byte { return binary.AppendVarint(nil, rev) }
+
+// MergeRev returns the revision of a merge entry.
+func (e *Entry) MergeRev() (int64, error) {
+	v, n := binary.Varint(e.Data)
+	if n <= 0 || n != len(e.Data) {
+		return 0, ErrDecode
+	}
+	return v, nil
 }
 
 // ErrDecode reports a malformed entry or message.
@@ -58,11 +85,15 @@ func AppendEntry(b []byte, e *Entry) []byte {
 	b = binary.BigEndian.AppendUint64(b, e.Origin)
 	b = binary.AppendUvarint(b, e.ReqID)
 	b = binary.AppendVarint(b, e.Time)
+	b = binary.AppendVarint(b, e.Rev)
+	var flags byte
 	if e.Solo {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
+		flags |= entrySolo
 	}
+	if e.Merge {
+		flags |= entryMerge
+	}
+	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(len(e.Data)))
 	return append(b, e.Data...)
 }
@@ -148,7 +179,9 @@ func (d *decoder) entry(e *Entry) {
 	e.Origin = d.u64()
 	e.ReqID = d.uvarint()
 	e.Time = d.varint()
-	e.Solo = d.byte() == 1
+	e.Rev = d.varint()
+	flags := d.byte()
+	e.Solo, e.Merge = flags&entrySolo != 0, flags&entryMerge != 0
 	e.Data = d.bytes()
 }
 

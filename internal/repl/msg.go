@@ -16,6 +16,7 @@ const (
 	KindCatchup                      // Catchup: EncodeEntries of old entries, or none with a Flag
 	KindSnapReq                      // Control: replica -> leader, send a snapshot
 	KindSnapChunk                    // Catchup: Term = snapshot ID, Index = offset, Payload = bytes; FlagLast on the end
+	KindMergeReq                     // Control: loser of a split brain -> leader, Payload = MergeData(its newest revision)
 )
 
 // Flags of KindCatchup and KindSnapChunk messages.
@@ -95,6 +96,48 @@ func SoloSuffix(own, leader []EpochRecord, self, applied uint64) bool {
 	return false
 }
 
+// SoloFrom returns the first index of the trailing run of solo epochs led
+// by self in history h, or 0 if h does not end in one.
+func SoloFrom(h []EpochRecord, self uint64) uint64 {
+	from := uint64(0)
+	for i := len(h) - 1; i >= 0 && h[i].Solo && h[i].Epoch.Node == self; i-- {
+		from = h[i].Start
+	}
+	return from
+}
+
+// Divergence returns the last index up to which own and leader (two epoch
+// histories) assign every index to the same epoch, capped at applied: the
+// end of the common prefix of the two logs. It errs early rather than
+// late: a node's history may place entries it shares with the other in a
+// later epoch of its own (the entries in flight when it went solo).
+func Divergence(own, leader []EpochRecord, applied uint64) uint64 {
+	var points []uint64
+	for _, r := range own {
+		points = append(points, r.Start)
+	}
+	for _, r := range leader {
+		points = append(points, r.Start)
+	}
+	first := applied + 1 // the first index where they differ
+	for _, p := range points {
+		if p >= 1 && p < first && EpochAt(own, p) != EpochAt(leader, p) {
+			first = p
+		}
+	}
+	return first - 1
+}
+
+// YieldAfterSplit decides which of two leading nodes steps down when they
+// meet again: the one that acknowledged nothing alone (it just catches
+// up); if both did, or neither, the one outside the preferred zone.
+func YieldAfterSplit(wrote, peerWrote, preferred bool) bool {
+	if wrote != peerWrote {
+		return !wrote
+	}
+	return !preferred
+}
+
 // Role is what a node is doing, as announced in its heartbeats.
 type Role uint8
 
@@ -141,12 +184,23 @@ type Heartbeat struct {
 	SentAt  int64
 	Echo    int64
 	LedLast bool // the sender's newest epoch is its own (it may serve alone)
+	// CatchingUp: a replica whose log the leader has not yet confirmed as
+	// a prefix of its own; the leader must not count it as synchronous.
+	CatchingUp bool
 	MaxTerm uint64
 	// EpochStart is the first index of the sender's epoch while it leads:
 	// a replica that has not applied everything before a synchronous
 	// epoch's start is still catching up and must not promote itself.
 	EpochStart uint64
+	// SoloFrom is the first index of the sender's trailing run of its own
+	// solo epochs while it leads (0: none). Applied >= SoloFrom means it
+	// acknowledged writes alone: what decides who yields after a split.
+	SoloFrom uint64
 }
+
+// WroteSolo reports whether the sender acknowledged entries alone in its
+// current run of solo epochs.
+func (h *Heartbeat) WroteSolo() bool { return h.SoloFrom != 0 && h.Applied >= h.SoloFrom }
 
 // Encode returns h's encoding.
 func (h *Heartbeat) Encode() []byte {
@@ -159,13 +213,17 @@ func (h *Heartbeat) Encode() []byte {
 	b = binary.AppendVarint(b, h.Rev)
 	b = binary.AppendVarint(b, h.SentAt)
 	b = binary.AppendVarint(b, h.Echo)
+	var flags byte
 	if h.LedLast {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
+		flags |= 1
 	}
+	if h.CatchingUp {
+		flags |= 2
+	}
+	b = append(b, flags)
 	b = binary.AppendUvarint(b, h.MaxTerm)
-	return binary.AppendUvarint(b, h.EpochStart)
+	b = binary.AppendUvarint(b, h.EpochStart)
+	return binary.AppendUvarint(b, h.SoloFrom)
 }
 
 // DecodeHeartbeat decodes Heartbeat.Encode's output.
@@ -187,10 +245,11 @@ func DecodeHeartbeat(b []byte) (Heartbeat, error) {
 		d.err = ErrDecode
 	}
 	if d.err == nil {
-		h.LedLast = d.b[0] == 1
+		h.LedLast, h.CatchingUp = d.b[0]&1 != 0, d.b[0]&2 != 0
 		d.b = d.b[1:]
 		h.MaxTerm = d.uvarint()
 		h.EpochStart = d.uvarint()
+		h.SoloFrom = d.uvarint()
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = ErrDecode

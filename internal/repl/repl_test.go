@@ -12,7 +12,8 @@ import (
 func TestEntriesRoundTrip(t *testing.T) {
 	es := []Entry{
 		{Index: 7, Epoch: Epoch{Term: 3, Node: 0xfeed}, Origin: 9, ReqID: 0, Time: -1, Data: nil},
-		{Index: 8, Epoch: Epoch{Term: 3, Node: 0xfeed}, Origin: 0xffffffffffffffff, ReqID: 1 << 60, Time: time.Now().UnixNano(), Data: bytes.Repeat([]byte("x"), 70000)},
+		{Index: 8, Epoch: Epoch{Term: 3, Node: 0xfeed}, Origin: 0xffffffffffffffff, ReqID: 1 << 60, Time: time.Now().UnixNano(), Solo: true, Rev: 1 << 40, Data: bytes.Repeat([]byte("x"), 70000)},
+		{Index: 9, Epoch: Epoch{Term: 4, Node: 1}, Merge: true, Rev: 77, Data: MergeData(77)},
 	}
 	got, err := DecodeEntries(EncodeEntries(es))
 	if err != nil {
@@ -20,9 +21,13 @@ func TestEntriesRoundTrip(t *testing.T) {
 	}
 	for i := range es {
 		if got[i].Index != es[i].Index || got[i].Epoch != es[i].Epoch || got[i].Origin != es[i].Origin ||
-			got[i].ReqID != es[i].ReqID || got[i].Time != es[i].Time || !bytes.Equal(got[i].Data, es[i].Data) {
+			got[i].ReqID != es[i].ReqID || got[i].Time != es[i].Time || got[i].Solo != es[i].Solo ||
+			got[i].Merge != es[i].Merge || got[i].Rev != es[i].Rev || !bytes.Equal(got[i].Data, es[i].Data) {
 			t.Fatalf("entry %d: got %+v", i, got[i].Epoch)
 		}
+	}
+	if r, err := got[2].MergeRev(); err != nil || r != 77 {
+		t.Fatalf("merge revision: %d %v", r, err)
 	}
 	bad := []struct {
 		name string
@@ -41,7 +46,7 @@ func TestEntriesRoundTrip(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	hb := Heartbeat{Role: RolePrimary, Epoch: Epoch{5, 1}, Applied: 10, Commit: 9, Rev: 42, SentAt: 123, Echo: 99, LedLast: true, MaxTerm: 6, EpochStart: 4}
+	hb := Heartbeat{Role: RolePrimary, Epoch: Epoch{5, 1}, Applied: 10, Commit: 9, Rev: 42, SentAt: 123, Echo: 99, LedLast: true, CatchingUp: true, MaxTerm: 6, EpochStart: 4, SoloFrom: 8}
 	if got, err := DecodeHeartbeat(hb.Encode()); err != nil || got != hb {
 		t.Fatalf("heartbeat: %+v %v", got, err)
 	}
@@ -85,6 +90,56 @@ func TestSoloSuffix(t *testing.T) {
 	for _, tt := range tests {
 		if got := SoloSuffix(tt.own, tt.leader, self, tt.applied); got != tt.want {
 			t.Errorf("%s: SoloSuffix = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDivergence(t *testing.T) {
+	const a, b = 1, 2
+	tests := []struct {
+		name        string
+		own, leader []EpochRecord
+		applied     uint64
+		want        uint64
+	}{
+		{"prefix", []EpochRecord{{Epoch{1, a}, 1, false}}, []EpochRecord{{Epoch{1, a}, 1, false}, {Epoch{2, b}, 9, true}}, 6, 6},
+		{"both went solo", []EpochRecord{{Epoch{1, a}, 1, false}, {Epoch{2, a}, 8, true}}, []EpochRecord{{Epoch{1, a}, 1, false}, {Epoch{3, b}, 6, true}}, 12, 5},
+		{"own solo epoch adopted shared entries", []EpochRecord{{Epoch{1, a}, 1, false}, {Epoch{2, a}, 5, true}}, []EpochRecord{{Epoch{1, a}, 1, false}, {Epoch{3, b}, 7, true}}, 9, 4},
+		{"nothing shared", []EpochRecord{{Epoch{1, a}, 1, true}}, []EpochRecord{{Epoch{1, b}, 1, true}}, 3, 0},
+		{"empty", nil, []EpochRecord{{Epoch{1, b}, 1, true}}, 0, 0},
+	}
+	for _, tt := range tests {
+		if got := Divergence(tt.own, tt.leader, tt.applied); got != tt.want {
+			t.Errorf("%s: Divergence = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestSoloFromAndYield(t *testing.T) {
+	const a, b = 1, 2
+	h := []EpochRecord{{Epoch{1, a}, 1, false}, {Epoch{2, b}, 5, true}, {Epoch{3, a}, 9, true}, {Epoch{4, a}, 12, true}}
+	if got := SoloFrom(h, a); got != 9 {
+		t.Errorf("SoloFrom(a) = %d, want 9", got)
+	}
+	if got := SoloFrom(h, b); got != 0 {
+		t.Errorf("SoloFrom(b) = %d, want 0", got)
+	}
+	if got := SoloFrom(h[:1], a); got != 0 {
+		t.Errorf("SoloFrom of a synchronous epoch = %d, want 0", got)
+	}
+	yield := []struct {
+		wrote, peerWrote, preferred, want bool
+	}{
+		{false, true, true, true},   // nothing of ours to keep: catch up
+		{true, false, false, false}, // the peer has nothing to keep
+		{true, true, true, false},   // both: the preferred zone wins
+		{true, true, false, true},
+		{false, false, true, false}, // neither: the preferred zone leads
+		{false, false, false, true},
+	}
+	for _, tt := range yield {
+		if got := YieldAfterSplit(tt.wrote, tt.peerWrote, tt.preferred); got != tt.want {
+			t.Errorf("YieldAfterSplit(%v, %v, %v) = %v, want %v", tt.wrote, tt.peerWrote, tt.preferred, got, tt.want)
 		}
 	}
 }

@@ -25,6 +25,9 @@ type proposal struct {
 	// 0: this node's own client).
 	origin uint64
 	reqID  uint64
+	// merge, when set, makes this the merge entry after a split brain
+	// (req is nil): the store jumps to this revision and compacts there.
+	merge int64
 }
 
 type applyResult struct {
@@ -210,6 +213,7 @@ drain:
 	var events []mvccpb.Event
 	var jobs []compactJob
 	var entries []repl.Entry
+	merged := false
 	idx := s.appliedIdx
 	epoch := s.currentEpoch()
 	solo := s.Role() == repl.RoleSolo
@@ -217,7 +221,16 @@ drain:
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for _, p := range batch {
 			idx++
-			r, evs, job, err := s.apply(tx, p.req)
+			var r applyResult
+			var evs []mvccpb.Event
+			var job *compactJob
+			var err error
+			if p.merge != 0 {
+				job, err = s.applyMerge(tx, p.merge)
+				merged = true
+			} else {
+				r, evs, job, err = s.apply(tx, p.req)
+			}
 			if err != nil {
 				return err // storage failure: abort the whole batch
 			}
@@ -228,15 +241,18 @@ drain:
 			results = append(results, r)
 			events = append(events, evs...)
 			if s.repl != nil {
-				data, err := p.req.Marshal()
-				if err != nil {
+				var data []byte
+				if p.merge != 0 {
+					data = repl.MergeData(p.merge)
+				} else if data, err = p.req.Marshal(); err != nil {
 					return err
 				}
 				origin := p.origin
 				if origin == 0 {
 					origin = s.memberID
 				}
-				e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Solo: solo, Data: data}
+				_, rev, _ := s.store.Revs()
+				e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Solo: solo, Merge: p.merge != 0, Rev: rev, Data: data}
 				if err := repl.Append(tx, &e); err != nil {
 					return err
 				}
@@ -266,7 +282,7 @@ drain:
 	s.m.ProposalsApplied.Add(float64(len(batch)))
 	s.m.BatchSize.Observe(float64(len(batch)))
 	_, cur, _ := s.store.Revs()
-	p := &pending{last: idx, rev: cur, events: events, batch: batch, results: results, jobs: jobs}
+	p := &pending{last: idx, rev: cur, events: events, batch: batch, results: results, jobs: jobs, merged: merged}
 	if s.repl == nil {
 		s.release(p)
 		return

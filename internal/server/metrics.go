@@ -41,6 +41,7 @@ type Metrics struct {
 	Failovers    prometheus.Counter
 	SplitBrains  prometheus.Counter
 	ResyncBytes  prometheus.Counter
+	ConflictKeys prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not
@@ -79,12 +80,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SoloSeconds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_seconds_total", Help: "Time spent leading alone (acknowledging without the peer)."}),
 		SoloEntered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_entered_total", Help: "Times the primary went solo after losing its replica."}),
 		Failovers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_failovers_total", Help: "Times this node promoted itself after losing its primary."}),
-		SplitBrains:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Times both nodes were found leading."}),
+		SplitBrains:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Split brains this node lost: it had acknowledged writes alone that the winning history lacks (kept as conflict records)."}),
 		ResyncBytes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_resync_bytes_total", Help: "Bytes sent to catch the peer up."}),
+		ConflictKeys: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_conflict_keys_total", Help: "Keys this node kept as conflict records after losing a split brain (see dyad resolve)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
-			m.SoloSeconds, m.SoloEntered, m.Failovers, m.SplitBrains, m.ResyncBytes)
+			m.SoloSeconds, m.SoloEntered, m.Failovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
 			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)

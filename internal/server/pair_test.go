@@ -17,6 +17,11 @@ const testLease = 300 * time.Millisecond
 
 // pairNode starts member id of an in-memory pair on net.
 func pairNode(t *testing.T, net *transport.MemNet, dir string, id uint64, bootstrap bool) *node {
+	return pairNodeWith(t, net, dir, id, bootstrap, nil)
+}
+
+// pairNodeWith is pairNode with a change to the replication config.
+func pairNodeWith(t *testing.T, net *transport.MemNet, dir string, id uint64, bootstrap bool, edit func(*server.ReplConfig)) *node {
 	cfg := server.Defaults()
 	cfg.Name = fmt.Sprintf("n%d", id)
 	cfg.DataDir = dir
@@ -28,6 +33,9 @@ func pairNode(t *testing.T, net *transport.MemNet, dir string, id uint64, bootst
 		Bootstrap: bootstrap,
 		Preferred: bootstrap,
 		Retention: repl.Retention{MaxBytes: 64 << 20, KeepLast: 1000},
+	}
+	if edit != nil {
+		edit(cfg.Repl)
 	}
 	return startNode(t, cfg)
 }

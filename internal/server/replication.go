@@ -38,6 +38,10 @@ type ReplConfig struct {
 	Fence func(ctx context.Context) error
 	// Retention bounds the replication log.
 	Retention repl.Retention
+	// ManualSplitBrain (--split-brain-policy manual): after a split brain
+	// in which both sides acknowledged writes, the losing node waits for
+	// `dyad resolve accept` instead of giving up its history at once.
+	ManualSplitBrain bool
 }
 
 // replState is the replication state. Fields are owned by the apply loop
@@ -76,6 +80,19 @@ type replState struct {
 	stuck        string
 	snap         *incomingSnap
 
+	// Split brain (splitbrain.go). bothLeadSince: detector time since
+	// which both nodes lead and this one does not yield (0: not so).
+	// conflictSet: the conflict record of the split brain this node lost
+	// and has not yet merged. mergeRev: the loser waits for the leader's
+	// revision to pass it before it resyncs (0: not merging); mergeAsked:
+	// when it last asked. mergedAbove: on the leader, the revision its
+	// last merge jumped to.
+	bothLeadSince int64
+	conflictSet   string
+	mergeRev      int64
+	mergeAsked    int64
+	mergedAbove   int64
+
 	// Shared with request goroutines (atomics).
 	role       atomic.Uint32 // repl.Role
 	leader     atomic.Uint64 // member ID of the primary this node knows (0: none)
@@ -99,6 +116,7 @@ type pending struct {
 	batch   []*proposal
 	results []applyResult
 	jobs    []compactJob
+	merged  bool // holds the merge after a split brain: every watch ends
 }
 
 func newReplState(cfg ReplConfig) *replState {
@@ -301,10 +319,15 @@ func (s *Server) sendHeartbeat() {
 	if role == repl.RoleReplica {
 		epoch = r.following
 	}
+	var soloFrom uint64
+	if role.Leads() {
+		soloFrom = repl.SoloFrom(r.epochs, s.memberID)
+	}
 	hb := repl.Heartbeat{
-		EpochStart: start,
-		Role:       role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
+		EpochStart: start, SoloFrom: soloFrom,
+		Role: role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
 		Rev: s.store.ReadableRev(), SentAt: sentAt, Echo: echo, LedLast: r.ledLast, MaxTerm: r.maxTerm,
+		CatchingUp: role == repl.RoleReplica && !r.verified,
 	}
 	if err := r.tr.Send(&transport.Message{Class: transport.Heartbeat, Kind: repl.KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Payload: hb.Encode()}); err != nil {
 		s.log.Debug("heartbeat not sent", "err", err)
@@ -342,6 +365,7 @@ func (s *Server) onTick(ctx context.Context) {
 	r.det.Tick(now)
 	s.sendHeartbeat()
 	s.replGauges(now)
+	s.splitBrainTick(now)
 	s.evaluate(ctx, now)
 	r.leaseUntil.Store(r.det.LeaseUntil())
 	if r.catchupAsked != 0 && now-r.catchupAsked > int64(r.cfg.Lease) {
@@ -403,6 +427,10 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 		}
 		waited := now-r.started > 2*int64(r.cfg.Lease)
 		switch {
+		case fresh && r.peer.Role == repl.RoleSolo && r.ledLast && !s.yieldsTo(&r.peer):
+			// Restarted after a split in which this node should win:
+			// lead again, and the peer yields when it hears it.
+			s.lead(ctx, "restarted after a split brain that this node wins")
 		case fresh && r.peer.Role.Leads():
 			s.follow()
 		case fresh && r.peer.Role == repl.RoleReplica && r.ledLast:
@@ -456,17 +484,15 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 		}
 	case repl.RoleSolo:
 		if fresh && r.peer.Role.Leads() {
-			if r.peer.Epoch.Term > s.currentEpoch().Term && !r.cfg.Preferred {
-				s.m.SplitBrains.Inc()
-				s.stepDown("split brain: the peer leads too; the preferred zone keeps leading")
-			}
+			s.splitLeaders(now)
 			return
 		}
+		r.bothLeadSince = 0
 		// The synchronous epoch can start while the replica is a little
 		// behind: its acks are cumulative, so entries from the epoch's
 		// start on wait for it to get there. Far behind, writes would
 		// stall, so it catches up first.
-		if fresh && r.peer.Role == repl.RoleReplica && r.peer.Epoch.Node == s.memberID && r.peer.Applied+syncWindow >= s.appliedIdx {
+		if fresh && r.peer.Role == repl.RoleReplica && !r.peer.CatchingUp && r.peer.Epoch.Node == s.memberID && r.peer.Applied+syncWindow >= s.appliedIdx {
 			if err := s.newEpoch(false); err != nil {
 				s.fail(err)
 				return
@@ -475,6 +501,13 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			s.setRole(repl.RolePrimary, "replica caught up")
 		}
 	}
+}
+
+// yieldsTo applies repl.YieldAfterSplit between this node and a leading
+// peer.
+func (s *Server) yieldsTo(peer *repl.Heartbeat) bool {
+	from := repl.SoloFrom(s.repl.epochs, s.memberID)
+	return repl.YieldAfterSplit(from != 0 && s.appliedIdx >= from, peer.WroteSolo(), s.repl.cfg.Preferred)
 }
 
 // lead makes this node the leader after a start.
@@ -535,6 +568,7 @@ func (s *Server) follow() {
 	r.det.ForgetPeer()
 	r.leaseUntil.Store(0)
 	r.verified = false
+	r.mergeRev = 0
 	r.following = r.peer.Epoch
 	s.setRole(repl.RoleReplica, "following "+r.peer.Epoch.String())
 	s.askCatchup()
@@ -657,6 +691,11 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		if s.Role() == repl.RoleReplica {
 			s.onSnapChunk(m)
 		}
+	case repl.KindMergeReq:
+		e := repl.Entry{Data: m.Payload}
+		if rev, err := e.MergeRev(); err == nil {
+			s.onMergeReq(rev)
+		}
 	}
 }
 
@@ -758,13 +797,16 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	var events []mvccEvent
 	var jobs []compactJob
 	epoch := s.currentEpoch()
+	merged := false
 	var newEpochs []repl.EpochRecord
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for i := range es {
 			e := &es[i]
 			req := &pb.InternalRaftRequest{}
-			if err := req.Unmarshal(e.Data); err != nil {
-				return fmt.Errorf("entry %d: %w", e.Index, err)
+			if !e.Merge {
+				if err := req.Unmarshal(e.Data); err != nil {
+					return fmt.Errorf("entry %d: %w", e.Index, err)
+				}
 			}
 			if e.Epoch != epoch {
 				rec := repl.EpochRecord{Epoch: e.Epoch, Start: e.Index}
@@ -774,9 +816,24 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 				newEpochs = append(newEpochs, rec)
 				epoch = e.Epoch
 			}
-			res, evs, job, err := s.apply(tx, req)
+			var res applyResult
+			var evs []mvccEvent
+			var job *compactJob
+			var err error
+			if e.Merge {
+				var rev int64
+				if rev, err = e.MergeRev(); err == nil {
+					job, err = s.applyMerge(tx, rev)
+				}
+				merged = true
+			} else {
+				res, evs, job, err = s.apply(tx, req)
+			}
 			if err != nil {
 				return err
+			}
+			if _, rev, _ := s.store.Revs(); e.Rev != 0 && rev != e.Rev {
+				return fmt.Errorf("entry %d: revision %d here, %d on the leader: the histories differ", e.Index, rev, e.Rev)
 			}
 			if job != nil {
 				jobs = append(jobs, *job)
@@ -810,6 +867,10 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	_, cur, _ := s.store.Revs()
 	s.store.MarkDurable(cur)
 	s.hub.Notify(cur, events)
+	if merged {
+		s.hub.Reset()
+		s.log.Warn("merged after a split brain: every watch was cancelled as compacted", "revision", cur)
+	}
 	s.signalVisible()
 	for _, j := range jobs {
 		s.compactc <- j
@@ -859,6 +920,10 @@ func (s *Server) releaseCommitted() {
 func (s *Server) release(p *pending) {
 	s.store.MarkDurable(p.rev)
 	s.hub.Notify(p.rev, p.events)
+	if p.merged {
+		s.hub.Reset()
+		s.log.Warn("merged after a split brain: every watch was cancelled as compacted", "revision", p.rev)
+	}
 	s.signalVisible()
 	for _, j := range p.jobs {
 		s.compactc <- j
@@ -1084,11 +1149,9 @@ func (s *Server) onCatchupRefused(m *transport.Message) {
 		}
 		if repl.SoloSuffix(r.epochs, leader, s.memberID, s.appliedIdx) {
 			// Writes this node acknowledged alone are not in the
-			// leader's history: split brain. Never truncate them.
-			r.stuck = "split brain: this node acknowledged writes alone that the leader does not have; see docs/OPERATIONS.md (split brain)"
-			s.m.SplitBrains.Inc()
-			s.log.Error("split brain detected on rejoin", "applied-index", s.appliedIdx)
-			s.setRole(repl.RoleWaiting, r.stuck)
+			// leader's history: split brain. They are never truncated
+			// before they are kept as conflict records.
+			s.onSplitBrain(leader)
 			return
 		}
 		s.log.Warn("dropping a synchronous suffix that was never acknowledged: resyncing from the leader", "applied-index", s.appliedIdx)
@@ -1210,6 +1273,7 @@ func (s *Server) installSnapshot(path string) error {
 		return err
 	}
 	r.ledLast = false
+	r.conflictSet = "" // merged: the diverged history is gone, its records stay
 	s.mu.Lock()
 	s.appliedIdx = applied
 	s.epoch = repl.Last(r.epochs).Epoch
