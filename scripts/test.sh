@@ -4,7 +4,7 @@
 # Installs what the tests need (Debian packages, real etcd/etcdctl/etcdutl
 # built from the Go module proxy into .cache/), builds dyad, then runs:
 #   - go vet
-#   - unit tests (with the race detector) beside the code in internal/
+#   - unit tests (with the race detector) beside the code in internal/ and cmd/
 #   - the peer suites in test/: apiserver storage conformance, etcdctl,
 #     clientv3 concurrency, snapshot migration and differential tests
 #     against real etcd
@@ -30,7 +30,7 @@ log "building dyad"
 go build -o .cache/bin/dyad ./cmd/dyad
 
 log "unit tests (race detector)"
-go test -race -count=1 -timeout 15m ./internal/...
+go test -race -count=1 -timeout 15m ./internal/... ./cmd/...
 log "peer suites"
 go test -count=1 -timeout 30m ./test/...
 log "all tests passed in $(( $(date +%s) - start ))s"

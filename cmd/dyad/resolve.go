@@ -233,7 +233,7 @@ Check first, with "show --values", that the loser's state is what you want:
 the winner may have changed the same key while the zones were apart.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, _, chosen, err := loadSelection(*dataDir, args, &sel)
+			p, chosen, err := loadSelection(*dataDir, args, &sel)
 			if err != nil {
 				return err
 			}
@@ -260,21 +260,22 @@ the winner may have changed the same key while the zones were apart.`,
 	return cmd
 }
 
-func loadSelection(dataDir string, args []string, sel *keySelection) (string, *conflict.Set, []conflict.Key, error) {
+// loadSelection returns the chosen set's path and its selected open keys.
+func loadSelection(dataDir string, args []string, sel *keySelection) (string, []conflict.Key, error) {
 	p, err := pickSet(dataDir, args)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	s, err := conflict.Load(p)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	done, err := conflict.Resolved(p)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	chosen, err := sel.pick(s, done)
-	return p, s, chosen, err
+	return p, chosen, err
 }
 
 func describe(k conflict.Key) string {
@@ -348,7 +349,7 @@ func resolveDismissCmd(dataDir *string) *cobra.Command {
 		Short: "Mark chosen keys as handled without writing them",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, _, chosen, err := loadSelection(*dataDir, args, &sel)
+			p, chosen, err := loadSelection(*dataDir, args, &sel)
 			if err != nil {
 				return err
 			}

@@ -26,6 +26,11 @@ func (s *Server) Status(ctx context.Context) *pb.StatusResponse {
 	for _, a := range s.Alarms() {
 		resp.Errors = append(resp.Errors, "memberID:"+formatID(a.MemberID)+" alarm:"+a.Alarm.String())
 	}
+	if s.repl != nil {
+		if why := s.repl.stuckWhy.Load(); why != nil && *why != "" {
+			resp.Errors = append(resp.Errors, "memberID:"+formatID(s.memberID)+" "+*why)
+		}
+	}
 	return resp
 }
 

@@ -77,7 +77,9 @@ type replState struct {
 	dedup     *dedup
 
 	catchupAsked int64 // detector time of the outstanding catch-up request (0: none)
-	stuck        string
+	// stuck: why this node waits for an operator (empty: it does not).
+	// Set only through setStuck, which also publishes it to Status.
+	stuck string
 	snap         *incomingSnap
 
 	// Split brain (splitbrain.go). bothLeadSince: detector time since
@@ -95,6 +97,7 @@ type replState struct {
 
 	// Shared with request goroutines (atomics).
 	role       atomic.Uint32 // repl.Role
+	stuckWhy   atomic.Pointer[string]
 	leader     atomic.Uint64 // member ID of the primary this node knows (0: none)
 	leaseUntil atomic.Int64  // detector time until which this node holds its peer's lease
 	nextReq    atomic.Uint64

@@ -55,7 +55,7 @@ func (s *Server) onSplitBrain(leader []repl.EpochRecord) {
 			"conflict-set", path, "diverged-entries", len(set.Entries), "keys", len(set.Keys), "diverged-after-index", set.DivergedAt, "incomplete", set.Incomplete)
 	}
 	if r.cfg.ManualSplitBrain && !conflict.Accepted(path) {
-		r.stuck = "split brain (policy manual): this node stopped serving; inspect its conflict records and run dyad resolve accept (docs/OPERATIONS.md, split brain)"
+		s.setStuck("split brain (policy manual): this node stopped serving; inspect its conflict records and run dyad resolve accept (docs/OPERATIONS.md, split brain)")
 		s.setRole(repl.RoleWaiting, r.stuck)
 		return
 	}
@@ -248,7 +248,7 @@ func (s *Server) splitBrainTick(now int64) {
 	r := s.repl
 	if r.stuck != "" && r.conflictSet != "" && conflict.Accepted(r.conflictSet) {
 		s.log.Warn("split brain accepted by the operator: giving up this node's diverged history, which stays in its conflict records", "conflict-set", r.conflictSet)
-		r.stuck = "" // the role rules follow the leader again
+		s.setStuck("") // the role rules follow the leader again
 	}
 	if r.mergeRev == 0 || s.Role() != repl.RoleReplica {
 		return
@@ -261,6 +261,13 @@ func (s *Server) splitBrainTick(now int64) {
 	if now-r.mergeAsked > int64(r.cfg.Lease) {
 		s.askMerge()
 	}
+}
+
+// setStuck records why this node waits for an operator ("" when it no
+// longer does); Status reports it among its errors.
+func (s *Server) setStuck(why string) {
+	s.repl.stuck = why
+	s.repl.stuckWhy.Store(&why)
 }
 
 // splitLeaders applies rule 1 when this node leads alone and hears its

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,6 +156,10 @@ func TestSplitBrainManual(t *testing.T) {
 	if r := b.srv.Role(); r != repl.RoleWaiting {
 		t.Fatalf("the loser under the manual policy is %s before acceptance", r)
 	}
+	st, err := b.cli.Status(context.Background(), b.cli.Endpoints()[0])
+	if err != nil || len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "dyad resolve accept") {
+		t.Fatalf("Status of the held-back loser does not say why it waits: %v %v", st, err)
+	}
 	g, err := b.cli.Get(context.Background(), "b-only", clientv3.WithSerializable())
 	if err != nil || len(g.Kvs) != 1 || string(g.Kvs[0].Value) != "2" {
 		t.Fatalf("the held-back loser lost its own data before acceptance: %+v %v", g, err)
@@ -165,6 +170,9 @@ func TestSplitBrainManual(t *testing.T) {
 	}
 	waitRole(t, b, repl.RoleReplica)
 	waitRole(t, a, repl.RolePrimary)
+	if st, err := b.cli.Status(context.Background(), b.cli.Endpoints()[0]); err != nil || len(st.Errors) != 0 {
+		t.Fatalf("Status after acceptance: %v %v", st, err)
+	}
 	if v, _ := get(t, b.cli, "a-only"); v != "1" {
 		t.Fatalf("accepted loser did not resync: %q", v)
 	}
