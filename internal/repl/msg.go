@@ -187,7 +187,7 @@ type Heartbeat struct {
 	// CatchingUp: a replica whose log the leader has not yet confirmed as
 	// a prefix of its own; the leader must not count it as synchronous.
 	CatchingUp bool
-	MaxTerm uint64
+	MaxTerm    uint64
 	// EpochStart is the first index of the sender's epoch while it leads:
 	// a replica that has not applied everything before a synchronous
 	// epoch's start is still catching up and must not promote itself.

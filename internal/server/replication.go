@@ -80,7 +80,7 @@ type replState struct {
 	// stuck: why this node waits for an operator (empty: it does not).
 	// Set only through setStuck, which also publishes it to Status.
 	stuck string
-	snap         *incomingSnap
+	snap  *incomingSnap
 
 	// Split brain (splitbrain.go). bothLeadSince: detector time since
 	// which both nodes lead and this one does not yield (0: not so).
