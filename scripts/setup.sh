@@ -13,7 +13,7 @@ set -euo pipefail
 
 PACKAGES=(
   cyclonedds-dev cyclonedds-tools
-  iproute2 nftables     # network namespaces, tc, and packet loss for the two-zone fault tests
+  iproute2              # network namespaces and tc for the two-zone fault tests
   etcd-client
   postgresql            # Debian 12's default is PostgreSQL 15
   jq curl ca-certificates openssl

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,9 +24,9 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunMain(m)) }
 // zones is one test's pair of namespaces and its two dyad nodes.
 type zones struct {
 	t      *testing.T
+	net    *testutil.Zones
 	bin    string
 	dir    string
-	tag    string   // unique per test: names of namespaces and links
 	ns     []string // namespace of zone a, b
 	repl   []string // replication-link veth inside each namespace
 	replIP []string
@@ -37,80 +36,30 @@ type zones struct {
 	lease  time.Duration
 }
 
-func sh(t *testing.T, args ...string) {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-var subnetSeq = struct {
-	sync.Mutex
-	n int
-}{}
-
-// newZones creates the namespaces and links. Requires root.
+// newZones creates the namespaces and links (testutil.Zones: the
+// replication link runs through a bridge whose faults are tc netem, or a
+// userspace shaper where the kernel lacks netem). Requires root.
 func newZones(t *testing.T) *zones {
-	if os.Geteuid() != 0 {
-		if testutil.PeersRequired() {
-			t.Fatal("two-zone tests need root (network namespaces)")
-		}
-		t.Skip("two-zone tests need root (network namespaces)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		if testutil.PeersRequired() {
-			t.Fatal("two-zone tests need iproute2")
-		}
-		t.Skip("two-zone tests need iproute2")
-	}
-	subnetSeq.Lock()
-	subnetSeq.n++
-	n := (os.Getpid()+subnetSeq.n)%200 + 20
-	subnetSeq.Unlock()
-	z := &zones{t: t, bin: testutil.BuildDyad(t), dir: t.TempDir(), tag: fmt.Sprintf("dz%d", n), lease: time.Second}
-	z.ns = []string{z.tag + "a", z.tag + "b"}
-	z.repl = []string{z.tag + "ra", z.tag + "rb"}
-	z.replIP = []string{fmt.Sprintf("10.213.%d.1", n), fmt.Sprintf("10.213.%d.2", n)}
-	z.cliIP = []string{fmt.Sprintf("10.214.%d.2", n), fmt.Sprintf("10.215.%d.2", n)}
-	z.cleanupNet() // leftovers of a crashed earlier run
-	t.Cleanup(z.cleanup)
-	for i, ns := range z.ns {
-		sh(t, "ip", "netns", "add", ns)
-		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
-		// Client link: root <-> zone.
-		host, peer := fmt.Sprintf("%sc%d", z.tag, i), fmt.Sprintf("%sz%d", z.tag, i)
-		sh(t, "ip", "link", "add", host, "type", "veth", "peer", "name", peer)
-		sh(t, "ip", "link", "set", peer, "netns", ns)
-		sub := []string{"10.214", "10.215"}[i]
-		sh(t, "ip", "addr", "add", fmt.Sprintf("%s.%d.1/24", sub, n), "dev", host)
-		sh(t, "ip", "link", "set", host, "up")
-		sh(t, "ip", "-n", ns, "addr", "add", z.cliIP[i]+"/24", "dev", peer)
-		sh(t, "ip", "-n", ns, "link", "set", peer, "up")
-	}
-	// Replication link: zone a <-> zone b.
-	sh(t, "ip", "link", "add", z.repl[0], "netns", z.ns[0], "type", "veth", "peer", "name", z.repl[1], "netns", z.ns[1])
-	for i, ns := range z.ns {
-		sh(t, "ip", "-n", ns, "addr", "add", z.replIP[i]+"/24", "dev", z.repl[i])
-		sh(t, "ip", "-n", ns, "link", "set", z.repl[i], "up")
+	net := testutil.NewZones(t)
+	z := &zones{t: t, net: net, bin: testutil.BuildDyad(t), dir: t.TempDir(), lease: time.Second}
+	for _, zone := range []testutil.Zone{testutil.ZoneA, testutil.ZoneB} {
+		z.ns = append(z.ns, net.Namespace(zone))
+		z.repl = append(z.repl, testutil.ReplIface)
+		z.replIP = append(z.replIP, net.ReplIP(zone))
+		z.cliIP = append(z.cliIP, net.ClientIP(zone))
 	}
 	z.procs = make([]*exec.Cmd, 2)
 	z.logs = make([]*os.File, 2)
+	// Registered after NewZones: runs first, killing the nodes before the
+	// namespaces go.
+	t.Cleanup(z.cleanup)
 	return z
-}
-
-func (z *zones) cleanupNet() {
-	for i, ns := range z.ns {
-		exec.Command("ip", "netns", "del", ns).Run()
-		exec.Command("ip", "link", "del", fmt.Sprintf("%sc%d", z.tag, i)).Run()
-	}
 }
 
 func (z *zones) cleanup() {
 	for i := range z.procs {
 		z.kill(i)
 	}
-	z.cleanupNet()
 	if z.t.Failed() {
 		for i, f := range z.logs {
 			if f == nil {
@@ -175,63 +124,20 @@ func (z *zones) client(i int) *clientv3.Client {
 	return cli
 }
 
-// nft runs an nftables command inside namespace ns.
-func (z *zones) nft(ns string, args ...string) error {
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("nft %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return nil
+// linkDown cuts the replication link from zone i to the other zone (that
+// direction only).
+func (z *zones) linkDown(i int) {
+	z.net.LinkDown(testutil.Zone(i), testutil.Zone(1-i))
 }
 
-// dropOut drops, in zone i, the given per-mille of packets leaving on the
-// replication link (1000: the link is down in that direction).
-func (z *zones) dropOut(i, perMille int) {
-	ns := z.ns[i]
-	z.nft(ns, "delete", "table", "inet", "dyadfault") // absent the first time
-	rule := []string{"add", "rule", "inet", "dyadfault", "out", "oifname", z.repl[i], "numgen", "random", "mod", "1000", "<", fmt.Sprint(perMille), "drop"}
-	if perMille >= 1000 {
-		rule = []string{"add", "rule", "inet", "dyadfault", "out", "oifname", z.repl[i], "drop"}
-	}
-	for _, cmd := range [][]string{
-		{"add", "table", "inet", "dyadfault"},
-		{"add", "chain", "inet", "dyadfault", "out", "{ type filter hook output priority 0 ; }"},
-		rule,
-	} {
-		if err := z.nft(ns, cmd...); err != nil {
-			z.t.Fatal(err)
-		}
-	}
-}
-
-// loss drops pct percent of the replication traffic, both directions.
-func (z *zones) loss(pct float64) {
-	for i := range z.ns {
-		z.dropOut(i, int(pct*10))
-	}
-}
-
-// delay adds d to the replication link with netem when the kernel has it
-// (sch_netem); it reports whether it could.
-func (z *zones) delay(d time.Duration) bool {
-	for i, ns := range z.ns {
-		out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", z.repl[i], "root", "netem",
-			"delay", fmt.Sprintf("%dms", d.Milliseconds())).CombinedOutput()
-		if err != nil {
-			z.t.Logf("netem delay not available in this kernel (%s): delay not injected", strings.TrimSpace(string(out)))
-			return false
-		}
-	}
-	return true
+// shape adds delay and loss (percent) to both directions of the
+// replication link.
+func (z *zones) shape(delay time.Duration, lossPct float64) {
+	z.net.Netem(delay, lossPct)
 }
 
 // clearFaults removes every injected fault.
-func (z *zones) clearFaults() {
-	for i, ns := range z.ns {
-		z.nft(ns, "delete", "table", "inet", "dyadfault")
-		exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", z.repl[i], "root").Run()
-	}
-}
+func (z *zones) clearFaults() { z.net.LinkUp() }
 
 // status asks node i for its leader; 0 if it knows none or is down.
 func (z *zones) leader(i int) (member, leader uint64) {
