@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -130,5 +131,55 @@ func TestColdStartBoth(t *testing.T) {
 	converged(t, z, leader)
 	if n := countKeys(t, z, 1-leader, "k"); n != 2000 {
 		t.Fatalf("%d of 2000 keys after cold start", n)
+	}
+}
+
+// "The replica dies, the primary runs solo and dies, the replica returns
+// alone": it must wait (the other node holds writes it never saw) and
+// refuse writes; when the former primary returns, it leads and the solo
+// writes are all there. Then the operator's override: with the former
+// primary gone for good, force-primary lets the replica serve alone.
+func TestFormerReplicaWaitsAlone(t *testing.T) {
+	z := newZones(t)
+	z.start(0)
+	z.start(1)
+	leader := z.waitPair(30 * time.Second)
+	replica := 1 - leader
+	putMany(t, z, leader, 500, "both")
+	z.kill(replica)
+	putMany(t, z, leader, 500, "solo") // acknowledged alone
+	z.kill(leader)
+	z.start(replica)
+	time.Sleep(4 * z.lease)
+	if m, l := z.leader(replica); m == 0 || l != 0 {
+		t.Fatalf("the former replica, alone, reports leader %x (member %x): it must wait", l, m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := z.client(replica).Put(ctx, "while-waiting", "x")
+	cancel()
+	if err == nil {
+		t.Fatal("a waiting former replica acknowledged a write")
+	}
+	z.start(leader)
+	if got := z.waitPair(60 * time.Second); got != leader {
+		t.Fatalf("node %c leads, want the former primary that holds the solo writes", 'a'+got)
+	}
+	converged(t, z, leader)
+	if n := countKeys(t, z, replica, "solo"); n != 500 {
+		t.Fatalf("%d of 500 solo writes on the rejoined replica", n)
+	}
+
+	// The former primary is lost for good: force-primary on the replica.
+	z.kill(leader)
+	z.kill(replica)
+	out, err := exec.Command(z.bin, "force-primary", "--data-dir", filepath.Join(z.dir, []string{"a", "b"}[replica])).CombinedOutput()
+	if err != nil {
+		t.Fatalf("force-primary: %v: %s", err, out)
+	}
+	z.start(replica)
+	z.waitLeading(replica, 30*time.Second)
+	putMany(t, z, replica, 10, "forced")
+	if n := countKeys(t, z, replica, "both") + countKeys(t, z, replica, "solo"); n != 1000 {
+		t.Fatalf("forced node holds %d of 1000 earlier keys", n)
 	}
 }
