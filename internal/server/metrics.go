@@ -29,19 +29,20 @@ type Metrics struct {
 	BatchSize        prometheus.Histogram
 
 	// Two-zone replication.
-	Role         prometheus.Gauge
-	Epoch        prometheus.Gauge
-	CommitIndex  prometheus.Gauge
-	AppliedIndex prometheus.Gauge
-	LagRevisions prometheus.Gauge
-	LagSeconds   prometheus.Histogram
-	PeerAlive    prometheus.Gauge
-	SoloSeconds  prometheus.Counter
-	SoloEntered  prometheus.Counter
-	Failovers    prometheus.Counter
-	SplitBrains  prometheus.Counter
-	ResyncBytes  prometheus.Counter
-	ConflictKeys prometheus.Counter
+	Role           prometheus.Gauge
+	Epoch          prometheus.Gauge
+	CommitIndex    prometheus.Gauge
+	AppliedIndex   prometheus.Gauge
+	LagRevisions   prometheus.Gauge
+	LagSeconds     prometheus.Histogram
+	PeerAlive      prometheus.Gauge
+	SoloSeconds    prometheus.Counter
+	SoloEntered    prometheus.Counter
+	Failovers      prometheus.Counter
+	FalseFailovers prometheus.Counter
+	SplitBrains    prometheus.Counter
+	ResyncBytes    prometheus.Counter
+	ConflictKeys   prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not
@@ -70,23 +71,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Leases:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_leases", Help: "Number of leases."}),
 		BatchSize:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_apply_batch_entries", Help: "Log entries per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 
-		Role:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_role", Help: "Replication role: 0 waiting, 1 replica, 2 primary (synchronous), 3 solo (leading alone)."}),
-		Epoch:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_epoch_term", Help: "Term of the current epoch."}),
-		CommitIndex:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_commit_index", Help: "Last log index known committed."}),
-		AppliedIndex: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_applied_index", Help: "Last log index applied and durable on this node."}),
-		LagRevisions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_replication_lag_revisions", Help: "Revisions the peer is behind this node (primary) or this node is behind the primary (replica), from the newest heartbeat."}),
-		LagSeconds:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_replication_ack_seconds", Help: "Time from local commit to the replica's acknowledgement, per batch.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-		PeerAlive:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_peer_alive", Help: "1 while the peer's heartbeats arrive within the peer lease."}),
-		SoloSeconds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_seconds_total", Help: "Time spent leading alone (acknowledging without the peer)."}),
-		SoloEntered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_entered_total", Help: "Times the primary went solo after losing its replica."}),
-		Failovers:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_failovers_total", Help: "Times this node promoted itself after losing its primary."}),
-		SplitBrains:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Split brains this node lost: it had acknowledged writes alone that the winning history lacks (kept as conflict records)."}),
-		ResyncBytes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_resync_bytes_total", Help: "Bytes sent to catch the peer up."}),
-		ConflictKeys: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_conflict_keys_total", Help: "Keys this node kept as conflict records after losing a split brain (see dyad resolve)."}),
+		Role:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_role", Help: "Replication role: 0 waiting, 1 replica, 2 primary (synchronous), 3 solo (leading alone)."}),
+		Epoch:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_epoch_term", Help: "Term of the current epoch."}),
+		CommitIndex:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_commit_index", Help: "Last log index known committed."}),
+		AppliedIndex:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_applied_index", Help: "Last log index applied and durable on this node."}),
+		LagRevisions:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_replication_lag_revisions", Help: "Revisions the peer is behind this node (primary) or this node is behind the primary (replica), from the newest heartbeat."}),
+		LagSeconds:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_replication_ack_seconds", Help: "Time from local commit to the replica's acknowledgement, per batch.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		PeerAlive:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_peer_alive", Help: "1 while the peer's heartbeats arrive within the peer lease."}),
+		SoloSeconds:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_seconds_total", Help: "Time spent leading alone (acknowledging without the peer)."}),
+		SoloEntered:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_solo_entered_total", Help: "Times the primary went solo after losing its replica."}),
+		Failovers:      prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_failovers_total", Help: "Times this node promoted itself after losing its primary."}),
+		FalseFailovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_false_failovers_total", Help: "Times this node, leading and running without a freeze for the last few leases, found that its peer had taken over: the peer judged a live primary dead (a partition, or timeouts under load)."}),
+		SplitBrains:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Split brains this node lost: it had acknowledged writes alone that the winning history lacks (kept as conflict records)."}),
+		ResyncBytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_resync_bytes_total", Help: "Bytes sent to catch the peer up."}),
+		ConflictKeys:   prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_conflict_keys_total", Help: "Keys this node kept as conflict records after losing a split brain (see dyad resolve)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
-			m.SoloSeconds, m.SoloEntered, m.Failovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys)
+			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
 			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dyad-db/dyad/internal/repl"
@@ -37,6 +38,7 @@ func pairNodeWith(t *testing.T, net *transport.MemNet, dir string, id uint64, bo
 	if edit != nil {
 		edit(cfg.Repl)
 	}
+	cfg.Metrics = server.NewMetrics(nil) // the test reads them
 	return startNode(t, cfg)
 }
 
@@ -171,6 +173,12 @@ func TestPairTruncatesUnacknowledgedSuffix(t *testing.T) {
 	}
 	waitRole(t, b, repl.RoleSolo)
 	waitRole(t, a, repl.RoleWaiting)
+	if n := promtest.ToFloat64(a.cfg.Metrics.FalseFailovers); n != 1 {
+		t.Fatalf("the live primary counted %v false failovers, want 1", n)
+	}
+	if n := promtest.ToFloat64(b.cfg.Metrics.Failovers); n != 1 {
+		t.Fatalf("the replica counted %v failovers, want 1", n)
+	}
 	after := put(t, b.cli, "k", "after")
 	net.Block(1, 2, false)
 

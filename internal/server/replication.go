@@ -469,6 +469,7 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 		}
 	case repl.RolePrimary:
 		if fresh && r.peer.Role.Leads() && r.peer.Epoch.Term > s.currentEpoch().Term {
+			s.countFalseFailover(now)
 			s.stepDown("peer leads a newer epoch")
 			return
 		}
@@ -503,6 +504,16 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			r.ackIdx = r.peer.Applied
 			s.setRole(repl.RolePrimary, "replica caught up")
 		}
+	}
+}
+
+// countFalseFailover counts a takeover by the peer while this node led
+// and had not been frozen within the last lease (its freeze grace ended
+// before that): the peer judged a live primary dead.
+func (s *Server) countFalseFailover(now int64) {
+	r := s.repl
+	if !r.det.InFreezeGrace(now - int64(r.cfg.Lease)) {
+		s.m.FalseFailovers.Inc()
 	}
 }
 

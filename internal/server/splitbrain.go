@@ -279,6 +279,9 @@ func (s *Server) splitLeaders(now int64) {
 	from := repl.SoloFrom(r.epochs, s.memberID)
 	wrote := from != 0 && s.appliedIdx >= from
 	peerWrote := r.peer.WroteSolo()
+	if r.bothLeadSince == 0 {
+		s.countFalseFailover(now) // the peer promoted while this node led
+	}
 	if repl.YieldAfterSplit(wrote, peerWrote, r.cfg.Preferred) {
 		r.bothLeadSince = 0
 		if wrote && peerWrote {
