@@ -19,6 +19,13 @@ const (
 	KindMergeReq                     // Control: loser of a split brain -> leader, Payload = MergeData(its newest revision)
 )
 
+// Kinds of the hand-over of the primary role, numbered apart from the
+// others so that new kinds above never renumber them.
+const (
+	KindHandover    uint16 = iota + 32 // Control: Handover, primary -> replica: take the role over now
+	KindHandoverAck                    // Control: Handover (Refused set or not), replica -> primary
+)
+
 // Flags of KindCatchup and KindSnapChunk messages.
 const (
 	// FlagLogGone: the log no longer reaches back to the index asked for.
@@ -331,6 +338,53 @@ func DecodeReply(b []byte) (Reply, error) {
 		r.Err = d.b[0]
 	}
 	return r, d.err
+}
+
+// Handover hands the primary role to the replica without waiting for a
+// lease to expire (etcdctl move-leader, or a primary that can no longer
+// persist). Before sending it the primary stopped taking writes and
+// serving linearizable reads, and the replica acknowledged every entry up
+// to Last; Epoch is the primary's. The replica takes over only if it
+// applied exactly that far; it answers with the same Handover, Refused set
+// when it did not take over.
+type Handover struct {
+	Epoch Epoch
+	Last  uint64
+	// Final: the sender stops after this (its storage failed), so the
+	// receiver leads alone at once instead of waiting for it to follow.
+	Final   bool
+	Refused bool
+}
+
+// Encode returns h's encoding.
+func (h *Handover) Encode() []byte {
+	b := binary.AppendUvarint(nil, h.Epoch.Term)
+	b = binary.BigEndian.AppendUint64(b, h.Epoch.Node)
+	b = binary.AppendUvarint(b, h.Last)
+	var flags byte
+	if h.Final {
+		flags |= 1
+	}
+	if h.Refused {
+		flags |= 2
+	}
+	return append(b, flags)
+}
+
+// DecodeHandover decodes Handover.Encode's output.
+func DecodeHandover(b []byte) (Handover, error) {
+	var h Handover
+	d := decoder{b: b}
+	h.Epoch.Term = d.uvarint()
+	h.Epoch.Node = d.u64()
+	h.Last = d.uvarint()
+	if d.err == nil && len(d.b) != 1 {
+		d.err = ErrDecode
+	}
+	if d.err == nil {
+		h.Final, h.Refused = d.b[0]&1 != 0, d.b[0]&2 != 0
+	}
+	return h, d.err
 }
 
 // CatchupReq asks the primary for the entries from From on. Prev is the

@@ -258,3 +258,19 @@ func TestLogAppendReadTrim(t *testing.T) {
 		})
 	}
 }
+
+func TestHandoverRoundTrip(t *testing.T) {
+	for _, h := range []Handover{
+		{Epoch: Epoch{7, 0xabc}, Last: 1234},
+		{Epoch: Epoch{8, 1}, Last: 1, Final: true},
+		{Epoch: Epoch{9, 2}, Last: 99, Refused: true},
+	} {
+		if got, err := DecodeHandover(h.Encode()); err != nil || got != h {
+			t.Fatalf("handover %+v: got %+v %v", h, got, err)
+		}
+	}
+	h := Handover{Epoch: Epoch{7, 1}, Last: 3}
+	if _, err := DecodeHandover(h.Encode()[:4]); err == nil {
+		t.Fatal("truncated handover decoded")
+	}
+}
