@@ -95,10 +95,10 @@ func (m *maintenanceServer) Snapshot(r *pb.SnapshotRequest, stream pb.Maintenanc
 	}
 }
 
+// MoveLeader hands the primary role to the peer (etcdctl move-leader).
 func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
-	_, id := m.s.IDs()
-	if r.TargetID != id {
-		return nil, rpctypes.ErrGRPCBadLeaderTransferee
+	if err := m.s.MoveLeader(ctx, r.TargetID); err != nil {
+		return nil, err
 	}
 	return &pb.MoveLeaderResponse{Header: m.s.Header(m.s.Store().ReadableRev())}, nil
 }

@@ -47,37 +47,46 @@ const maxBatch = 1024
 // propose hands req to the applier (or, on a replica, to the primary) and
 // waits for its result.
 func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
+	return s.proposeVia(ctx, req, true)
+}
+
+// proposeLocal is propose for what only this node's leadership may log
+// (lease expiry, decided on this node's timings): it is never forwarded.
+func (s *Server) proposeLocal(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
+	return s.proposeVia(ctx, req, false)
+}
+
+func (s *Server) proposeVia(ctx context.Context, req *pb.InternalRaftRequest, mayForward bool) (any, error) {
 	if err := s.fatalErr(); err != nil {
 		return nil, rpctypes.ErrGRPCStopped
 	}
 	s.m.ProposalsPending.Inc()
 	defer s.m.ProposalsPending.Dec()
 	var r applyResult
-	if s.repl != nil && !s.Role().Leads() {
-		if s.Role() != repl.RoleReplica || !s.HasLeader() {
-			return nil, rpctypes.ErrGRPCNoLeader
-		}
+	for try := 0; ; try++ {
 		var err error
-		if r, err = s.forward(ctx, req); err != nil {
+		if s.repl != nil && !s.Role().Leads() && mayForward {
+			s.awaitLeader(ctx)
+		}
+		if s.repl != nil && !s.Role().Leads() {
+			if !mayForward || s.Role() != repl.RoleReplica || !s.HasLeader() {
+				return nil, rpctypes.ErrGRPCNoLeader
+			}
+			r, err = s.forward(ctx, req)
+		} else {
+			r, err = s.proposeHere(ctx, req)
+		}
+		if err != nil {
 			return nil, err
 		}
-	} else {
-		p := &proposal{req: req, done: make(chan applyResult, 1)}
-		select {
-		case s.proposals <- p:
-		case <-ctx.Done():
-			return nil, ctxErr(ctx)
-		case <-s.stopped:
-			return nil, errStopped
+		// Never applied: the node's role changed first (a hand-over).
+		// Go again in the new role.
+		if r.err != errRedirect || !mayForward || try == 2 {
+			break
 		}
-		select {
-		case r = <-p.done:
-		case <-s.stopped:
-			// The entry may or may not have been applied: say so, never guess.
-			return nil, rpctypes.ErrGRPCTimeout
-		case <-ctx.Done():
-			return nil, ctxErr(ctx)
-		}
+	}
+	if r.err == errRedirect {
+		r.err = rpctypes.ErrGRPCNoLeader
 	}
 	if r.err != nil {
 		s.m.ProposalsFailed.Inc()
@@ -94,6 +103,47 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (any,
 		}
 	}
 	return r.resp, nil
+}
+
+// proposeHere hands req to this node's applier and waits for its result.
+func (s *Server) proposeHere(ctx context.Context, req *pb.InternalRaftRequest) (applyResult, error) {
+	p := &proposal{req: req, done: make(chan applyResult, 1)}
+	select {
+	case s.proposals <- p:
+	case <-ctx.Done():
+		return applyResult{}, ctxErr(ctx)
+	case <-s.stopped:
+		return applyResult{}, errStopped
+	}
+	select {
+	case r := <-p.done:
+		return r, nil
+	case <-s.stopped:
+		// The entry may or may not have been applied: say so, never guess.
+		return applyResult{}, rpctypes.ErrGRPCTimeout
+	case <-ctx.Done():
+		return applyResult{}, ctxErr(ctx)
+	}
+}
+
+// awaitLeader waits, while a hand-over from this node is under way, until
+// the node leads again or follows a primary whose lease it holds; it
+// returns at once otherwise.
+func (s *Server) awaitLeader(ctx context.Context) {
+	t := time.NewTicker(s.repl.cfg.Lease / 32)
+	defer t.Stop()
+	for s.handingOver() {
+		if role := s.Role(); role.Leads() || role == repl.RoleReplica && s.HasLeader() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stopped:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func ctxErr(ctx context.Context) error {
@@ -117,13 +167,22 @@ func (s *Server) applier(ctx context.Context) error {
 	defer close(s.stopped)
 	var tick <-chan time.Time
 	var inbox <-chan *transport.Message
+	var handoverc <-chan *handover
 	if s.repl != nil {
 		t := time.NewTicker(s.repl.cfg.Lease / 8)
 		defer t.Stop()
-		tick, inbox = t.C, s.repl.inbox
+		tick, inbox, handoverc = t.C, s.repl.inbox, s.repl.handoverc
 	}
 	for {
-		if err := s.fatalErr(); err != nil {
+		handing := s.repl != nil && s.repl.handover != nil
+		if handing {
+			s.progressHandover()
+			handing = s.repl.handover != nil
+		}
+		if err := s.fatalErr(); err != nil && !handing {
+			// A primary that cannot persist has handed over what both
+			// nodes hold (or could not); it stops now.
+			s.failQueuedWith(rpctypes.ErrGRPCStopped)
 			return err
 		}
 		props := s.proposals
@@ -131,7 +190,10 @@ func (s *Server) applier(ctx context.Context) error {
 			props = nil
 			s.failQueued()
 		}
-		if s.repl != nil && len(s.repl.fwdq) > 0 && s.Role().Leads() {
+		if handing {
+			props = nil // no new batch: they wait for the new primary
+		}
+		if s.repl != nil && len(s.repl.fwdq) > 0 && s.Role().Leads() && !handing {
 			// Forwarded writes share a group commit like local ones:
 			// gather what else has arrived before committing.
 			s.drainInbox(ctx, maxBatch)
@@ -147,6 +209,8 @@ func (s *Server) applier(ctx context.Context) error {
 			s.onMessage(ctx, m)
 		case <-tick:
 			s.onTick(ctx)
+		case h := <-handoverc:
+			s.startHandover(h)
 		}
 	}
 }
@@ -163,13 +227,15 @@ func (s *Server) drainInbox(ctx context.Context, n int) {
 	}
 }
 
-// failQueued refuses the proposals queued while the node stopped leading:
-// none of them was applied.
-func (s *Server) failQueued() {
+// failQueued hands back the proposals queued while the node stopped
+// leading: none of them was applied, so they may go to the new primary.
+func (s *Server) failQueued() { s.failQueuedWith(errRedirect) }
+
+func (s *Server) failQueuedWith(err error) {
 	for {
 		select {
 		case p := <-s.proposals:
-			p.done <- applyResult{err: rpctypes.ErrGRPCNoLeader}
+			p.done <- applyResult{err: err}
 		default:
 			return
 		}
@@ -184,7 +250,7 @@ func (s *Server) leadBatch(first *proposal) {
 		// nothing may be logged in the old epoch. Not applied: say so.
 		s.repl.fwdq = nil
 		if first != nil {
-			first.done <- applyResult{err: rpctypes.ErrGRPCNoLeader}
+			first.done <- applyResult{err: errRedirect}
 		}
 		s.failQueued()
 		return
@@ -267,12 +333,16 @@ drain:
 	if err != nil {
 		// Memory may be ahead of disk now. Refuse everything and stop;
 		// the restart rebuilds from what is durable. Nobody in this
-		// batch was told "success".
+		// batch was told "success"; none of it was published. A
+		// synchronous primary hands over what is durable on both nodes.
 		s.fail(err)
 		for _, p := range batch {
 			if p.done != nil {
 				p.done <- applyResult{err: rpctypes.ErrGRPCStopped}
 			}
+		}
+		if s.repl != nil {
+			s.handOverAfterFailure()
 		}
 		return
 	}
@@ -303,6 +373,12 @@ drain:
 // failures travel in applyResult.err.
 func (s *Server) apply(tx storage.WriteTx, req *pb.InternalRaftRequest) (applyResult, []mvccpb.Event, *compactJob, error) {
 	var r applyResult
+	if noSpaceRefuses(req) && s.alarmOn(pb.AlarmType_NOSPACE) {
+		// The alarm is a log entry, so both nodes refuse the same
+		// entries (etcd's capped applier).
+		r.err = rpctypes.ErrGRPCNoSpace
+		return r, nil, nil, nil
+	}
 	switch {
 	case req.Put != nil:
 		w := s.store.Write(tx)
@@ -659,6 +735,12 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
+// noSpaceRefuses reports the entries the NOSPACE alarm refuses: puts, txns
+// with a put, and lease grants (deletes and compaction still pass).
+func noSpaceRefuses(req *pb.InternalRaftRequest) bool {
+	return req.Put != nil || req.LeaseGrant != nil || req.Txn != nil && txnHasPut(req.Txn)
+}
+
 func (s *Server) applyAlarm(tx storage.WriteTx, a *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	resp := &pb.AlarmResponse{Header: &pb.ResponseHeader{}}
 	mid := a.MemberID
@@ -690,7 +772,11 @@ func (s *Server) applyAlarm(tx storage.WriteTx, a *pb.AlarmRequest) (*pb.AlarmRe
 		was := s.alarms[a.Alarm]
 		delete(s.alarms, a.Alarm)
 		s.mu.Unlock()
-		if err := tx.Delete(storage.BucketAlarm, key); err != nil {
+		// Alarms are replicated: either node may have raised this one,
+		// under its own member ID, and each node lists it under its own.
+		// Disarming clears it for every member, so that it does not come
+		// back from the bucket on the next start.
+		if err := deleteAlarms(tx, a.Alarm); err != nil {
 			return nil, err
 		}
 		if was {
@@ -710,7 +796,7 @@ func (s *Server) leaseExpiry(ctx context.Context) error {
 			return // the leader revokes expired leases through the log
 		}
 		for _, id := range s.lessor.Expired(64) {
-			_, err := s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+			_, err := s.proposeLocal(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 			if err != nil && err != rpctypes.ErrGRPCLeaseNotFound {
 				s.lessor.Unmark(id)
 				if ctx.Err() != nil {

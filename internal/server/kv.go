@@ -245,6 +245,12 @@ func (s *Server) linearizable(ctx context.Context) error {
 	if s.repl == nil {
 		return nil
 	}
+	if s.fatalErr() != nil {
+		// Its storage failed: the node is leaving the pair.
+		return rpctypes.ErrGRPCStopped
+	}
+	// Handing the role over: wait for the new primary rather than refuse.
+	s.awaitLeader(ctx)
 	switch s.Role() {
 	case repl.RoleSolo:
 		return nil

@@ -23,6 +23,15 @@ func pairNode(t *testing.T, net *transport.MemNet, dir string, id uint64, bootst
 
 // pairNodeWith is pairNode with a change to the replication config.
 func pairNodeWith(t *testing.T, net *transport.MemNet, dir string, id uint64, bootstrap bool, edit func(*server.ReplConfig)) *node {
+	cfg := pairConfig(net, dir, id, bootstrap)
+	if edit != nil {
+		edit(cfg.Repl)
+	}
+	return startNode(t, cfg)
+}
+
+// pairConfig configures member id of an in-memory pair on net.
+func pairConfig(net *transport.MemNet, dir string, id uint64, bootstrap bool) server.Config {
 	cfg := server.Defaults()
 	cfg.Name = fmt.Sprintf("n%d", id)
 	cfg.DataDir = dir
@@ -35,11 +44,8 @@ func pairNodeWith(t *testing.T, net *transport.MemNet, dir string, id uint64, bo
 		Preferred: bootstrap,
 		Retention: repl.Retention{MaxBytes: 64 << 20, KeepLast: 1000},
 	}
-	if edit != nil {
-		edit(cfg.Repl)
-	}
 	cfg.Metrics = server.NewMetrics(nil) // the test reads them
-	return startNode(t, cfg)
+	return cfg
 }
 
 func waitRole(t *testing.T, n *node, want repl.Role) {

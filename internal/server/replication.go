@@ -95,12 +95,25 @@ type replState struct {
 	mergeAsked    int64
 	mergedAbove   int64
 
+	// handover is the hand-over of the primary role under way from this
+	// node (nil: none); tookOver is the epoch this node last took over.
+	handover  *handover
+	handoverc chan *handover
+	tookOver  repl.Epoch
+	// adoptForwards: the next role change from replica proposes the
+	// writes this node forwarded instead of failing them (takeOver).
+	adoptForwards bool
+
 	// Shared with request goroutines (atomics).
 	role       atomic.Uint32 // repl.Role
 	stuckWhy   atomic.Pointer[string]
 	leader     atomic.Uint64 // member ID of the primary this node knows (0: none)
 	leaseUntil atomic.Int64  // detector time until which this node holds its peer's lease
 	nextReq    atomic.Uint64
+	peerID     atomic.Uint64 // the peer's member ID, from its messages (0: not heard)
+	// handoffUntil: until this detector time, writes that find this node
+	// not leading wait for the primary it handed over to (0: none).
+	handoffUntil atomic.Int64
 	// Guarded by Server.mu.
 	fwdWait map[uint64]*proposal
 	kaWait  map[uint64]chan repl.Reply
@@ -139,6 +152,7 @@ func newReplState(cfg ReplConfig) *replState {
 		fwdWait:  map[uint64]*proposal{},
 		kaWait:   map[uint64]chan repl.Reply{},
 	}
+	r.handoverc = make(chan *handover, 1)
 	r.started = r.det.Now()
 	return r
 }
@@ -258,11 +272,18 @@ func (s *Server) setRole(role repl.Role, why string) {
 	if old == repl.RoleReplica {
 		// Forwarded requests may or may not be applied by a later
 		// primary: their callers get "request timed out", never a guess.
+		// Taking over from a primary that handed over, none of them was
+		// logged: this node proposes them (takeOver).
 		s.mu.Lock()
 		for id, p := range r.fwdWait {
-			p.done <- applyResult{err: rpctypes.ErrGRPCTimeout}
+			if r.adoptForwards {
+				r.fwdq = append(r.fwdq, p)
+			} else {
+				p.done <- applyResult{err: rpctypes.ErrGRPCTimeout}
+			}
 			delete(r.fwdWait, id)
 		}
+		r.adoptForwards = false
 		for id, c := range r.kaWait {
 			c <- repl.Reply{ReqID: id, Err: repl.ReplyNotPrimary}
 			delete(r.kaWait, id)
@@ -426,6 +447,10 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 	switch s.Role() {
 	case repl.RoleWaiting:
 		if r.stuck != "" {
+			return
+		}
+		if r.handover != nil && r.handover.sent {
+			s.evaluateHandedOver(ctx, now, fresh)
 			return
 		}
 		waited := now-r.started > 2*int64(r.cfg.Lease)
@@ -629,6 +654,7 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		now := r.det.Now()
+		r.peerID.Store(m.From)
 		r.det.Heard(&hb, m.Received)
 		r.peer, r.peerSeen = hb, true
 		if hb.MaxTerm > r.maxTerm {
@@ -710,6 +736,10 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		if rev, err := e.MergeRev(); err == nil {
 			s.onMergeReq(rev)
 		}
+	case repl.KindHandover:
+		s.onHandover(m)
+	case repl.KindHandoverAck:
+		s.onHandoverAck(m)
 	}
 }
 
@@ -967,9 +997,21 @@ func (s *Server) forward(ctx context.Context, req *pb.InternalRaftRequest) (appl
 		delete(r.fwdWait, id)
 		s.mu.Unlock()
 	}()
-	f := repl.Forward{Op: repl.ForwardWrite, ReqID: id, Data: data}
-	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindForward, Index: id, Payload: f.Encode()}); err != nil {
-		return applyResult{}, rpctypes.ErrGRPCNoLeader // not sent: no effect
+	if s.Role() != repl.RoleReplica {
+		// The role changed as this was registered. If setRole did not
+		// take it (to answer or adopt it), nothing was sent: go again.
+		s.mu.Lock()
+		_, ours := r.fwdWait[id]
+		delete(r.fwdWait, id)
+		s.mu.Unlock()
+		if ours {
+			return applyResult{err: errRedirect}, nil
+		}
+	} else {
+		f := repl.Forward{Op: repl.ForwardWrite, ReqID: id, Data: data}
+		if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindForward, Index: id, Payload: f.Encode()}); err != nil {
+			return applyResult{}, rpctypes.ErrGRPCNoLeader // not sent: no effect
+		}
 	}
 	wait := time.NewTimer(r.cfg.AckTimeout + 5*r.cfg.Lease)
 	defer wait.Stop()
@@ -1275,6 +1317,9 @@ func (s *Server) installSnapshot(path string) error {
 		return err
 	}
 	if err := s.be.View(s.auth.Load); err != nil {
+		return err
+	}
+	if err := s.be.View(s.loadAlarms); err != nil {
 		return err
 	}
 	s.store.AttachLeases(s.lessor)

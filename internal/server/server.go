@@ -254,15 +254,47 @@ func (s *Server) bootstrap() error {
 		if err := tx.Put(storage.BucketMeta, storage.MetaConfState, cs); err != nil {
 			return err
 		}
-		return tx.Scan(storage.BucketAlarm, nil, nil, func(k, _ []byte) (bool, error) {
-			var am pb.AlarmMember
-			if err := am.Unmarshal(k); err != nil {
-				return false, fmt.Errorf("%w: alarm: %v", storage.ErrCorrupt, err)
-			}
-			s.alarms[am.Alarm] = true
-			return true, nil
-		})
+		return s.loadAlarms(tx)
 	})
+}
+
+// loadAlarms reads the raised alarms (at start, and after installing the
+// leader's snapshot).
+func (s *Server) loadAlarms(tx storage.ReadTx) error {
+	alarms := map[pb.AlarmType]bool{}
+	err := tx.Scan(storage.BucketAlarm, nil, nil, func(k, _ []byte) (bool, error) {
+		var am pb.AlarmMember
+		if err := am.Unmarshal(k); err != nil {
+			return false, fmt.Errorf("%w: alarm: %v", storage.ErrCorrupt, err)
+		}
+		alarms[am.Alarm] = true
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.alarms = alarms
+	s.mu.Unlock()
+	return nil
+}
+
+// deleteAlarms removes every member's record of alarm a.
+func deleteAlarms(tx storage.WriteTx, a pb.AlarmType) error {
+	var keys [][]byte
+	err := tx.Scan(storage.BucketAlarm, nil, nil, func(k, _ []byte) (bool, error) {
+		var am pb.AlarmMember
+		if err := am.Unmarshal(k); err == nil && am.Alarm == a {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		return true, nil
+	})
+	for _, k := range keys {
+		if err == nil {
+			err = tx.Delete(storage.BucketAlarm, k)
+		}
+	}
+	return err
 }
 
 func randomID() uint64 {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -89,6 +90,19 @@ type Backend struct {
 	// for writing while it replaces the file.
 	swap sync.RWMutex
 	db   *bolt.DB
+
+	fault atomic.Pointer[func() error] // see InjectFault
+}
+
+// InjectFault is for tests: while f returns an error, every Update fails
+// with it just before its commit and writes nothing, as on a full disk.
+// A nil f removes the fault.
+func (b *Backend) InjectFault(f func() error) {
+	if f == nil {
+		b.fault.Store(nil)
+		return
+	}
+	b.fault.Store(&f)
 }
 
 // Open opens or creates the data file at path and makes sure every bucket of
@@ -163,6 +177,12 @@ func (b *Backend) Update(fn func(tx WriteTx) error) error {
 	if err := fn(boltTx{tx}); err != nil {
 		tx.Rollback()
 		return err
+	}
+	if f := b.fault.Load(); f != nil {
+		if err := (*f)(); err != nil {
+			tx.Rollback()
+			return err
+		}
 	}
 	start := time.Now()
 	err = tx.Commit()
