@@ -5,11 +5,17 @@
 # Binaries land in ${DYAD_CACHE:-<repo>/.cache}/peers/bin:
 #   etcd-3.6  etcdctl  etcdutl  benchmark      (etcd 3.6 line)
 #   etcd-3.5  etcdctl-3.5  etcdutl-3.5         (etcd 3.5 line)
+#   kine                                       (k3s' kine, SQLite + PostgreSQL)
 #
 # `go install go.etcd.io/etcd/...@ver` does not work (etcd's go.mod files carry
 # replace directives), so for each etcd line a tiny wrapper module is generated
 # under peers/src/etcd-<ver>/ (go.mod + main.go calling etcdmain.Main) that
 # requires the published modules, and every binary is built inside it.
+#
+# kine has no replace directives, so it is built with a plain
+# `go install github.com/k3s-io/kine@<ver>` (cgo on: its SQLite driver is
+# mattn/go-sqlite3), into a private GOBIN, then moved into bin/. It is not in
+# the default set (it costs about 5 CPU-minutes); `dyad bench` needs it.
 #
 # Each binary has a stamp file (peers/stamps/<name>) holding the version it was
 # built from; a binary whose stamp matches is skipped, so re-runs are instant.
@@ -22,7 +28,7 @@ Usage: scripts/peers.sh [--force] [--print-bin-dir] [NAME...]
 
 Build etcd peer binaries into \${DYAD_CACHE:-<repo>/.cache}/peers/bin.
 NAME is any of: ${ALL_NAMES[*]}
-(default: all of them). Already-built binaries are skipped.
+(default: all but kine). Already-built binaries are skipped.
 
 Options:
   --print-bin-dir   print the bin dir path as the last line of output
@@ -35,6 +41,7 @@ Environment:
   ETCD36_VERSION        server/etcdctl/etcdutl version, 3.6 line   (default: $ETCD36_VERSION)
   ETCD36_ROOT_VERSION   go.etcd.io/etcd/v3 version (benchmark)     (default: $ETCD36_ROOT_VERSION)
   ETCD35_VERSION        server/etcdctl/etcdutl version, 3.5 line   (default: $ETCD35_VERSION)
+  KINE_VERSION          github.com/k3s-io/kine version             (default: $KINE_VERSION)
 EOF
 }
 
@@ -46,8 +53,13 @@ EOF
 ETCD36_VERSION=${ETCD36_VERSION:-v3.6.16}
 ETCD36_ROOT_VERSION=${ETCD36_ROOT_VERSION:-v3.6.8}
 ETCD35_VERSION=${ETCD35_VERSION:-v3.5.35}
+KINE_VERSION=${KINE_VERSION:-v0.17.5}
+# Build tags of k3s' own kine/SQLite builds (facts.md).
+KINE_TAGS="sqlite_unlock_notify,sqlite_vtable,sqlite_stat4,sqlite_preupdate_hook,sqlite_math_functions,sqlite_dbstat,sqlite_column_metadata"
 
-ALL_NAMES=(etcd-3.6 etcdctl etcdutl benchmark etcd-3.5 etcdctl-3.5 etcdutl-3.5)
+ALL_NAMES=(etcd-3.6 etcdctl etcdutl benchmark etcd-3.5 etcdctl-3.5 etcdutl-3.5 kine)
+# What a run without NAMEs builds: everything but kine (slow, bench only).
+DEFAULT_NAMES=(etcd-3.6 etcdctl etcdutl benchmark etcd-3.5 etcdctl-3.5 etcdutl-3.5)
 
 # name -> "line|package" ("." = the wrapper's own main package)
 declare -A TARGET=(
@@ -58,6 +70,7 @@ declare -A TARGET=(
   [etcd-3.5]="3.5|."
   [etcdctl-3.5]="3.5|go.etcd.io/etcd/etcdctl/v3"
   [etcdutl-3.5]="3.5|go.etcd.io/etcd/etcdutl/v3"
+  [kine]="kine|github.com/k3s-io/kine"
 )
 
 log() { echo "peers: $*"; }
@@ -76,6 +89,7 @@ wrapper_version() {
   case $1 in
     3.6) echo "$ETCD36_VERSION" ;;
     3.5) echo "$ETCD35_VERSION" ;;
+    kine) echo "$KINE_VERSION" ;;
   esac
 }
 wrapper_modules() {
@@ -84,6 +98,7 @@ wrapper_modules() {
               "go.etcd.io/etcd/etcdutl/v3@$ETCD36_VERSION go.etcd.io/etcd/v3@$ETCD36_ROOT_VERSION" ;;
     3.5) echo "go.etcd.io/etcd/server/v3@$ETCD35_VERSION go.etcd.io/etcd/etcdctl/v3@$ETCD35_VERSION" \
               "go.etcd.io/etcd/etcdutl/v3@$ETCD35_VERSION" ;;
+    kine) echo "github.com/k3s-io/kine@$KINE_VERSION tags=$KINE_TAGS" ;;
   esac
 }
 # the version a binary is built "from", for messages
@@ -110,7 +125,7 @@ while (($#)); do
   esac
   shift
 done
-((${#names[@]})) || names=("${ALL_NAMES[@]}")
+((${#names[@]})) || names=("${DEFAULT_NAMES[@]}")
 
 if ((list)); then
   for n in "${ALL_NAMES[@]}"; do
@@ -204,9 +219,31 @@ EOF
     echo "$dir"
   }
 
+  # kine: `go install pkg@version` in module-aware mode outside any module,
+  # with cgo for SQLite. GOFLAGS=-mod=mod is not allowed there.
+  build_kine() {
+    local logf=$LOGS/kine.log gobin=$PEERS/.gobin-kine
+    rm -rf "$gobin"
+    (cd "$PEERS" && GOFLAGS=-buildvcs=false CGO_ENABLED=1 GOBIN=$gobin \
+      go install -trimpath "-ldflags=-s -w" -tags "$KINE_TAGS" "github.com/k3s-io/kine@$KINE_VERSION") >"$logf" 2>&1 \
+      || { tail -n 40 "$logf" >&2; rm -rf "$gobin"; die "kine: build failed (full log: $logf)"; }
+    mv -f "$gobin/kine" "$BIN/.kine.tmp"
+    rm -rf "$gobin"
+  }
+
   declare -A WRAPPER=()
   for n in "${todo[@]}"; do
     line=${TARGET[$n]%%|*} pkg=${TARGET[$n]#*|}
+    if [[ $line == kine ]]; then
+      log "kine: building $pkg@$KINE_VERSION (cgo, SQLite tags)"
+      start=$SECONDS
+      rm -f "$STAMPS/kine"
+      build_kine
+      mv -f "$BIN/.kine.tmp" "$BIN/kine"
+      stamp_value kine >"$STAMPS/kine"
+      log "kine: built in $((SECONDS - start))s ($(du -h "$BIN/kine" | cut -f1))"
+      continue
+    fi
     if [[ -z ${WRAPPER[$line]:-} ]]; then
       WRAPPER[$line]=$(prepare_wrapper "$line")
     fi

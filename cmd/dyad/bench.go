@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dyad-db/dyad/internal/bench"
+	"github.com/dyad-db/dyad/internal/bench/target"
+	"github.com/dyad-db/dyad/internal/bench/workload"
+)
+
+// defaultBenchTargets is every target the bench can start by itself.
+const defaultBenchTargets = "dyad,dyad-pair,etcd-1,etcd-3,kine-sqlite,kine-pg"
+
+func benchCmd() *cobra.Command {
+	var (
+		targets, clients, ops, endpoints, out, peersDir, dyadBin, pgBin, workDir, logLevel string
+		duration, warmup                                                                   time.Duration
+		total                                                                              int64
+		seed                                                                               uint64
+		valueSize                                                                          int
+		keep                                                                               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure dyad beside etcd and kine on this machine, with the same client and workload",
+		Long: `bench starts each target in turn on this machine, runs every operation kind
+at every client count against it, and writes a results directory:
+summary.md (tables, machine, versions, dyad's figures as ratios against
+etcd-3 and kine-pg of the same run), index.html (the same plus latency CDFs
+and throughput-vs-clients plots) and results.json.
+
+Targets: ` + strings.Join(target.Names(), ", ") + `.
+  dyad         dyad serve, single node
+  dyad-pair    two dyad nodes in two network namespaces, over DDS (needs root)
+  etcd-1/3     etcd 3.6 with 1 or 3 members (scripts/peers.sh etcd-3.6)
+  kine-sqlite  kine v0.17.5 over SQLite (scripts/peers.sh kine)
+  kine-pg      kine over a private PostgreSQL cluster (Debian's postgresql)
+  external     the endpoints given with --endpoints (keys under dyad-bench/)
+
+Operations: ` + strings.Join(opNames(), ", ") + `.
+An operation a target does not implement is reported as "unsupported".
+
+scripts/bench.sh installs and builds everything, then runs this command.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := bench.Config{Duration: duration, OpCount: total, Warmup: warmup, Seed: seed, ValueSize: valueSize,
+				Progress: cmd.ErrOrStderr(), Command: "dyad " + strings.Join(os.Args[1:], " ")}
+			for _, t := range strings.Split(targets, ",") {
+				if t = strings.TrimSpace(t); t != "" {
+					cfg.Targets = append(cfg.Targets, t)
+				}
+			}
+			if endpoints != "" && !strings.Contains(","+targets+",", ",external,") {
+				cfg.Targets = append(cfg.Targets, "external")
+			}
+			var err error
+			if cfg.Clients, err = bench.ParseClients(clients); err != nil {
+				return err
+			}
+			if cfg.Ops, err = workload.ParseOps(ops); err != nil {
+				return err
+			}
+			if dyadBin == "" {
+				if dyadBin, err = os.Executable(); err != nil {
+					return err
+				}
+			}
+			if peersDir == "" {
+				peersDir = defaultPeersDir()
+			}
+			if workDir == "" {
+				if workDir, err = bench.DefaultWorkDir(); err != nil {
+					return err
+				}
+				if !keep {
+					defer os.RemoveAll(workDir)
+				}
+			}
+			if out == "" {
+				out = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
+			}
+			cfg.Out = out
+			cfg.Env = target.Env{Bins: target.Bins{Dyad: dyadBin, PeersDir: peersDir, PGBinDir: pgBin},
+				WorkDir: workDir, LogLevel: logLevel}
+			for _, e := range strings.Split(endpoints, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					cfg.Env.External = append(cfg.Env.External, e)
+				}
+			}
+			// SIGINT/SIGTERM cancel the run; Run then stops the running
+			// target and still writes what was measured.
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := bench.Run(ctx, cfg)
+			if rep != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "results: %s\n", out)
+				for _, t := range rep.Targets {
+					if t.Error != "" {
+						fmt.Fprintf(cmd.ErrOrStderr(), "target %s failed: %s\n", t.Name, t.Error)
+					}
+				}
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&targets, "targets", defaultBenchTargets, "Comma-separated targets to start and measure, in this order.")
+	fl.StringVar(&clients, "clients", "1,8,64,256", "Comma-separated numbers of concurrent clients; each operation runs once per number.")
+	fl.DurationVar(&duration, "duration", 5*time.Second, "Measured time per (target, operation, clients) cell.")
+	fl.Int64Var(&total, "total", 0, "Requests per cell instead of a duration (0: use --duration).")
+	fl.DurationVar(&warmup, "warmup", time.Second, "Unmeasured warm-up before each cell.")
+	fl.StringVar(&ops, "ops", "all", "Comma-separated operations: "+strings.Join(opNames(), ", ")+", or all.")
+	fl.Uint64Var(&seed, "seed", 1, "Seed of every key and value: the same seed sends the same requests to every target.")
+	fl.IntVar(&valueSize, "value-size", 256, "Bytes per written value (printable text).")
+	fl.StringVar(&out, "out", "", "Results directory (default bench-results/<date-time>).")
+	fl.StringVar(&endpoints, "endpoints", "", "Comma-separated host:port of an etcd-API server you run; adds the \"external\" target.")
+	fl.StringVar(&peersDir, "peers-bin", "", "Directory with etcd-3.6 and kine from scripts/peers.sh (default $DYAD_PEERS_BIN, else .cache/peers/bin).")
+	fl.StringVar(&dyadBin, "dyad-bin", "", "dyad binary the dyad targets run (default: this one).")
+	fl.StringVar(&pgBin, "pg-bin-dir", "", "PostgreSQL bin directory with initdb and postgres (default: Debian's newest /usr/lib/postgresql/*/bin).")
+	fl.StringVar(&workDir, "work-dir", "", "Directory for the targets' data and logs (default: a fresh temporary one, removed afterwards).")
+	fl.BoolVar(&keep, "keep", false, "Keep the temporary work directory (servers' logs) after the run.")
+	fl.StringVar(&logLevel, "server-log-level", "warn", "Log level of the dyad and etcd servers the bench starts.")
+	return cmd
+}
+
+func opNames() []string {
+	var s []string
+	for _, o := range workload.AllOps {
+		s = append(s, string(o))
+	}
+	return s
+}
+
+// defaultPeersDir is $DYAD_PEERS_BIN, else $DYAD_CACHE/peers/bin, else
+// .cache/peers/bin (scripts/peers.sh's default, relative to the repo root
+// the bench is normally run from).
+func defaultPeersDir() string {
+	if d := os.Getenv("DYAD_PEERS_BIN"); d != "" {
+		return d
+	}
+	if d := os.Getenv("DYAD_CACHE"); d != "" {
+		return filepath.Join(d, "peers", "bin")
+	}
+	return filepath.Join(".cache", "peers", "bin")
+}

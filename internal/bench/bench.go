@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/dyad-db/dyad/internal/bench/report"
+	"github.com/dyad-db/dyad/internal/bench/target"
+	"github.com/dyad-db/dyad/internal/bench/workload"
+)
+
+// Config is one `dyad bench` invocation.
+type Config struct {
+	Targets  []string
+	Ops      []workload.Op
+	Clients  []int
+	Duration time.Duration // per cell; ignored when OpCount > 0
+	OpCount  int64         // requests per cell
+	Warmup   time.Duration
+	Seed     uint64
+	// ValueSize is the size of every written value, in bytes.
+	ValueSize int
+	Out       string // results directory
+	Env       target.Env
+	// Command is recorded in the report (the command line that ran).
+	Command string
+	// Progress receives the progress bar; nil: none.
+	Progress io.Writer
+	// Extra, when set, runs after the matrix on each target while it is
+	// up (see the package comment).
+	Extra func(ctx context.Context, t target.Target, endpoints []string, r *report.Report) error
+}
+
+// keyPrefix starts every key the bench writes, so an external target's own
+// data is never touched.
+const keyPrefix = "dyad-bench/"
+
+// Run measures every target and writes the report into cfg.Out. An error
+// means no report could be written; failed targets are recorded in it.
+func Run(ctx context.Context, cfg Config) (*report.Report, error) {
+	if len(cfg.Targets) == 0 || len(cfg.Ops) == 0 || len(cfg.Clients) == 0 {
+		return nil, errors.New("bench: nothing to run (targets, operations and client counts must be non-empty)")
+	}
+	targets := make([]target.Target, 0, len(cfg.Targets))
+	for _, name := range cfg.Targets {
+		t, err := target.New(name, cfg.Env)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+	}
+	rep := &report.Report{
+		Started: time.Now(), Command: cfg.Command, Seed: cfg.Seed,
+		Duration: cfg.Duration, Ops: cfg.OpCount,
+		Machine: report.Describe(cfg.Env.WorkDir),
+	}
+	if rep.Machine.Cores <= 4 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("This machine has %d cores: the clients share them with the servers, so figures are lower than on a dedicated server.", rep.Machine.Cores))
+	}
+	if slices.ContainsFunc(cfg.Targets, func(t string) bool { return strings.HasPrefix(t, "kine") }) {
+		rep.Notes = append(rep.Notes, "kine's LeaseGrant stores nothing (it answers with the TTL as the lease ID), so its lease-grant figures, and dyad's ratios against them, measure a no-op.")
+	}
+	if slices.Contains(cfg.Targets, "kine-sqlite") {
+		rep.Notes = append(rep.Notes, "kine over SQLite runs with kine's default DSN (WAL, synchronous=NORMAL): its commits are not fsynced, unlike dyad, etcd and PostgreSQL.")
+	}
+
+	cells := len(targets) * len(cfg.Ops) * len(cfg.Clients)
+	out := cfg.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	const steps = 1000 // per cell, so the bar moves within a cell
+	bar := progressbar.NewOptions64(int64(cells*steps),
+		progressbar.OptionSetWriter(out), progressbar.OptionSetWidth(30),
+		progressbar.OptionSetPredictTime(true), progressbar.OptionFullWidth(),
+		progressbar.OptionSetDescription("starting"), progressbar.OptionThrottle(100*time.Millisecond))
+
+	cell := 0
+	for _, t := range targets {
+		tr := runTarget(ctx, cfg, t, rep, func(desc string) { bar.Describe(desc) }, func(frac float64) {
+			_ = bar.Set64(int64(cell*steps) + int64(frac*steps))
+		}, func() { cell++ })
+		rep.Targets = append(rep.Targets, tr)
+		cell = (len(rep.Targets)) * len(cfg.Ops) * len(cfg.Clients)
+		_ = bar.Set64(int64(cell * steps))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	_ = bar.Finish()
+	fmt.Fprintln(out)
+	rep.Finished = time.Now()
+	rep.Machine.LoadAvgEnd = report.LoadAvg()
+	if err := rep.Write(cfg.Out); err != nil {
+		return rep, fmt.Errorf("writing the report: %w", err)
+	}
+	return rep, ctx.Err()
+}
+
+// runTarget starts t, runs the matrix and stops t.
+func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Report,
+	describe func(string), progress func(float64), next func()) report.Target {
+	tr := report.Target{Name: t.Name()}
+	describe(t.Name() + ": starting")
+	eps, err := t.Start(ctx)
+	if err != nil {
+		tr.Error = err.Error()
+		return tr
+	}
+	defer func() {
+		if err := t.Stop(); err != nil && tr.Error == "" {
+			tr.Error = "stop: " + err.Error()
+		}
+	}()
+	tr.Version = t.Version()
+	for _, op := range cfg.Ops {
+		for _, clients := range cfg.Clients {
+			describe(fmt.Sprintf("%s %s ×%d", t.Name(), op, clients))
+			res, err := workload.Run(ctx, eps, workload.Spec{
+				Op: op, Clients: clients, Duration: cfg.Duration, Ops: cfg.OpCount,
+				Warmup: cfg.Warmup, Seed: cfg.Seed, ValueSize: cfg.ValueSize,
+				Prefix: keyPrefix, Progress: progress,
+			})
+			next()
+			if err != nil {
+				tr.Error = fmt.Sprintf("%s with %d clients: %v", op, clients, err)
+				return tr
+			}
+			tr.Results = append(tr.Results, res)
+		}
+	}
+	if cfg.Extra != nil {
+		describe(t.Name() + ": extra benchmarks")
+		if err := cfg.Extra(ctx, t, eps, rep); err != nil {
+			tr.Error = "extra: " + err.Error()
+		}
+	}
+	return tr
+}
+
+// ParseClients parses "1,8,64".
+func ParseClients(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad client count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// DefaultWorkDir makes a fresh directory for the targets' data.
+func DefaultWorkDir() (string, error) { return os.MkdirTemp("", "dyad-bench-") }
