@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/dyad-db/dyad/internal/dds"
+	"github.com/dyad-db/dyad/internal/perf"
+)
+
+// perfJob is what the parent hands a child `dyad perf --role ...` process
+// (as JSON in --job): one end of one receive path.
+type perfJob struct {
+	Domain   uint32
+	Iface    string
+	Peer     string
+	ExtraXML string
+	Inline   bool
+	Sizes    []int
+	Count    int
+	TputDur  time.Duration
+}
+
+func (j perfJob) config() dds.Config {
+	return dds.Config{Domain: j.Domain, Interface: j.Iface, Peers: []string{j.Peer}, LeaseDuration: time.Second, ExtraXML: j.ExtraXML}
+}
+
+// perfPaths are dyad's receive paths measured by perf. "inline" handles
+// each sample on Cyclone's receive thread (as ddsperf does); "channel"
+// hands it to a Go goroutine through the reader's channel, which is how a
+// protocol owner such as ddsnet's consumes samples.
+var perfPaths = []struct {
+	name   string
+	inline bool
+}{{"dyad-inline", true}, {"dyad-channel", false}}
+
+func perfCmd() *cobra.Command {
+	var (
+		role, job, sizes, out, ddsConfig, ddsperfBin string
+		count                                        int
+		tputDur, delay                               time.Duration
+		domain                                       uint32
+		noTput                                       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "perf",
+		Short: "Measure dyad's DDS transport beside Cyclone's ddsperf over a veth pair (needs root)",
+		Long: `perf creates two network namespaces joined by a veth pair (removed at exit,
+also on Ctrl-C), runs a responder and a pinger as separate dyad processes, one
+per namespace, and measures for every sample size:
+
+  - latency ping-pong: round-trip p50/p90/p99/max;
+  - throughput: samples/s and MB/s, RELIABLE KEEP_ALL as replication uses;
+
+for Cyclone's ddsperf (the baseline, same pair, same Cyclone configuration,
+same run) and for two of dyad's receive paths: dyad-inline (sample handled
+on Cyclone's receive thread, like ddsperf) and dyad-channel (sample handed
+to a Go goroutine, the way replication's owner goroutine consumes it).
+Ratios are dyad ÷ ddsperf at the same size.
+
+DDS Security: put the <Security> element (or any Cyclone configuration) in a
+file and pass it with --dds-config; it is applied to both ends of both dyad
+and ddsperf.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if role != "" {
+				var j perfJob
+				if err := json.Unmarshal([]byte(job), &j); err != nil {
+					return fmt.Errorf("perf: bad --job: %w", err)
+				}
+				return perfChild(ctx, role, j, cmd.OutOrStdout())
+			}
+			if delay > 0 {
+				return errors.New("perf: --delay needs sch_netem, which this kernel lacks; a userspace delay relay is not implemented yet")
+			}
+			sz, err := parseSizes(sizes)
+			if err != nil {
+				return err
+			}
+			var extra string
+			if ddsConfig != "" {
+				b, err := os.ReadFile(ddsConfig)
+				if err != nil {
+					return err
+				}
+				extra = string(b)
+			}
+			if ddsperfBin == "" {
+				ddsperfBin, _ = exec.LookPath("ddsperf")
+			}
+			return runPerf(ctx, cmd, perfRun{sizes: sz, count: count, tputDur: tputDur, domain: domain,
+				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&sizes, "sizes", "64,256,1024,4096,16384,65536", "comma-separated sample sizes in bytes (k/K suffix = KiB)")
+	f.IntVar(&count, "count", 5000, "round trips per size and system")
+	f.DurationVar(&tputDur, "tput-duration", 3*time.Second, "throughput phase length per size and system")
+	f.BoolVar(&noTput, "no-throughput", false, "skip the throughput phase")
+	f.Uint32Var(&domain, "domain", 7, "DDS domain ID used inside the private namespaces")
+	f.StringVar(&ddsConfig, "dds-config", "", "file with extra Cyclone XML inserted in <Domain> on both ends (e.g. a <Security> element for DDS Security)")
+	f.StringVar(&ddsperfBin, "ddsperf", "", "path of Cyclone's ddsperf (default: from PATH; if absent the baseline is skipped)")
+	f.StringVar(&out, "out", "", "directory for results.json, results.md and rtt.svg")
+	f.DurationVar(&delay, "delay", 0, "one-way delay to add on the veth pair (not supported: this kernel lacks sch_netem)")
+	f.StringVar(&role, "role", "", "internal: run as the respond or ping child")
+	f.StringVar(&job, "job", "", "internal: the child's job (JSON)")
+	f.MarkHidden("role")
+	f.MarkHidden("job")
+	return cmd
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		mul := 1
+		if l := strings.ToLower(f); strings.HasSuffix(l, "k") {
+			mul, f = 1024, f[:len(f)-1]
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n*mul > 1<<20 {
+			return nil, fmt.Errorf("perf: bad size %q (0..1MiB)", f)
+		}
+		out = append(out, n*mul)
+	}
+	return out, nil
+}
+
+// perfChild is one end of one dyad receive path, inside a namespace.
+// respond prints "ready" and echoes until ctx ends; ping prints one JSON
+// perf.Row per size.
+func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
+	p, err := dds.NewParticipant(j.config())
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	opt := dds.PerfOptions{Mode: dds.ReceiveListener, Inline: j.Inline}
+	switch role {
+	case "respond":
+		fmt.Fprintln(w, "ready")
+		return dds.Respond(ctx, p, opt)
+	case "ping":
+		enc := json.NewEncoder(w)
+		for _, sz := range j.Sizes {
+			row := perf.Row{Size: sz}
+			st, err := dds.PingPong(ctx, p, opt, sz, j.Count)
+			if err != nil {
+				return fmt.Errorf("ping size %d: %w", sz, err)
+			}
+			row.RTT = perf.RTT{Count: st.Count, P50: st.P50, P90: st.P90, P99: st.P99, Max: st.Max}
+			if j.TputDur > 0 {
+				tp, err := dds.Throughput(ctx, p, opt, sz, j.TputDur)
+				if err != nil {
+					return fmt.Errorf("throughput size %d: %w", sz, err)
+				}
+				row.Tput = perf.Tput{Count: tp.Count, Rate: tp.Rate, MBps: tp.MBps}
+			}
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("perf: unknown role %q", role)
+}
+
+type perfRun struct {
+	sizes   []int
+	count   int
+	tputDur time.Duration
+	domain  uint32
+	extra   string
+	ddsperf string
+	out     string
+	noTput  bool
+}
+
+func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
+	if os.Geteuid() != 0 {
+		return errors.New("perf: needs root to create network namespaces")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	pair, err := perf.NewPair("dyadperf")
+	if err != nil {
+		return err
+	}
+	defer pair.Close()
+	host, _ := os.Hostname()
+	jobA := perfJob{Domain: r.domain, Iface: pair.IfA, Peer: pair.AddrB, ExtraXML: r.extra}
+	jobB := perfJob{Domain: r.domain, Iface: pair.IfB, Peer: pair.AddrA, ExtraXML: r.extra,
+		Sizes: r.sizes, Count: r.count}
+	if !r.noTput {
+		jobB.TputDur = r.tputDur
+	}
+	res := &perf.Results{Start: time.Now(), Host: host, Baseline: "ddsperf", Config: jobB.config().XML()}
+
+	steps := len(perfPaths)
+	if r.ddsperf != "" {
+		steps += len(r.sizes)
+	}
+	bar := progressbar.NewOptions(steps, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+		progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionSetDescription("ddsperf"))
+	if r.ddsperf != "" {
+		// ddsperf's ping runs for a time, not a count: give it about as long
+		// as dyad's count takes at ~10k round trips/s, at least 3s.
+		pingDur := max(3*time.Second, time.Duration(r.count)*100*time.Microsecond)
+		d := perf.Ddsperf{Bin: r.ddsperf, Pair: pair, Domain: r.domain, XMLA: jobA.config().XML(), XMLB: jobB.config().XML()}
+		for _, sz := range r.sizes {
+			bar.Describe(fmt.Sprintf("ddsperf %dB", sz))
+			row := perf.Row{System: "ddsperf", Size: sz}
+			var errs []string
+			if row.RTT, err = d.Ping(ctx, sz, pingDur); err != nil {
+				errs = append(errs, err.Error())
+			}
+			if !r.noTput {
+				if row.Tput, err = d.PubSub(ctx, sz, r.tputDur); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+			row.Err = strings.Join(errs, "; ")
+			res.Rows = append(res.Rows, row)
+			bar.Add(1)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	for _, path := range perfPaths {
+		bar.Describe(path.name)
+		rows, err := perfPath(ctx, self, pair, jobA, jobB, path.inline)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res.Rows = append(res.Rows, perf.Row{System: path.name, Err: err.Error()})
+		}
+		for _, row := range rows {
+			row.System = path.name
+			res.Rows = append(res.Rows, row)
+		}
+		bar.Add(1)
+	}
+	bar.Finish()
+	fmt.Fprintln(cmd.ErrOrStderr())
+	if err := res.WriteTable(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if r.out != "" {
+		return res.Save(r.out)
+	}
+	return nil
+}
+
+// perfPath runs one dyad receive path: responder child in namespace A,
+// pinger child in namespace B; returns the pinger's rows.
+func perfPath(ctx context.Context, self string, pair *perf.Pair, a, b perfJob, inline bool) ([]perf.Row, error) {
+	a.Inline, b.Inline = inline, inline
+	child := func(ctx context.Context, ns, role string, j perfJob) *exec.Cmd {
+		js, _ := json.Marshal(j)
+		c := exec.CommandContext(ctx, "ip", "netns", "exec", ns, self, "perf", "--role", role, "--job", string(js))
+		c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
+		c.WaitDelay = 5 * time.Second
+		return c
+	}
+	rctx, stopResp := context.WithCancel(ctx)
+	resp := child(rctx, pair.NsA, "respond", a)
+	var respErr strings.Builder
+	resp.Stderr = &respErr
+	rout, err := resp.StdoutPipe()
+	if err != nil {
+		stopResp()
+		return nil, err
+	}
+	if err := resp.Start(); err != nil {
+		stopResp()
+		return nil, err
+	}
+	// The responder is stopped (SIGTERM, then killed) and reaped on every
+	// return path.
+	defer func() { stopResp(); resp.Wait() }()
+	if line, _ := bufio.NewReader(rout).ReadString('\n'); strings.TrimSpace(line) != "ready" {
+		return nil, fmt.Errorf("responder did not start: %q %s", line, respErr.String())
+	}
+	ping := child(ctx, pair.NsB, "ping", b)
+	var perr strings.Builder
+	ping.Stderr = &perr
+	out, err := ping.Output()
+	var rows []perf.Row
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var row perf.Row
+		if derr := dec.Decode(&row); derr != nil {
+			break
+		}
+		rows = append(rows, row)
+	}
+	if err != nil {
+		return rows, fmt.Errorf("pinger: %v: %s", err, strings.TrimSpace(perr.String()))
+	}
+	return rows, nil
+}

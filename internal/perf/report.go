@@ -1,0 +1,171 @@
+package perf
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// RTT is a round-trip summary.
+type RTT struct {
+	Count              int
+	P50, P90, P99, Max time.Duration
+}
+
+// Tput is a throughput summary (MB = 10^6 bytes of payload).
+type Tput struct {
+	Count int
+	Rate  float64 // samples/s
+	MBps  float64
+}
+
+// Row is one measured system (ddsperf or one of dyad's receive paths) at
+// one sample size. A zero RTT or Tput means "not measured".
+type Row struct {
+	System string
+	Size   int
+	RTT    RTT
+	Tput   Tput
+	Err    string `json:",omitempty"`
+}
+
+// Results is a whole run.
+type Results struct {
+	Start    time.Time
+	Host     string
+	Baseline string // System name of the baseline (ddsperf)
+	Config   string // Cyclone XML of the pinger's side
+	Rows     []Row
+}
+
+func (r *Results) find(system string, size int) (Row, bool) {
+	for _, x := range r.Rows {
+		if x.System == system && x.Size == size {
+			return x, true
+		}
+	}
+	return Row{}, false
+}
+
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func dur(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+}
+
+func header() []string {
+	return []string{"system", "size", "p50", "p90", "p99", "max", "p50 ÷ ddsperf", "p99 ÷ ddsperf", "samples/s", "MB/s", "tput ÷ ddsperf"}
+}
+
+func (r *Results) cells() [][]string {
+	var out [][]string
+	for _, x := range r.Rows {
+		b, _ := r.find(r.Baseline, x.Size)
+		c := []string{x.System, fmt.Sprint(x.Size), dur(x.RTT.P50), dur(x.RTT.P90), dur(x.RTT.P99), dur(x.RTT.Max),
+			ratio(float64(x.RTT.P50), float64(b.RTT.P50)), ratio(float64(x.RTT.P99), float64(b.RTT.P99)),
+			"-", "-", ratio(x.Tput.Rate, b.Tput.Rate)}
+		if x.Tput.Rate > 0 {
+			c[8], c[9] = fmt.Sprintf("%.0f", x.Tput.Rate), fmt.Sprintf("%.1f", x.Tput.MBps)
+		}
+		if x.Err != "" {
+			c[2] = "error: " + strings.SplitN(x.Err, "\n", 2)[0]
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// WriteTable writes a plain-text table (ratios are dyad ÷ baseline of the
+// same size and run; lower is better for latency, higher for throughput).
+func (r *Results) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(header(), "\t")+"\t")
+	for _, c := range r.cells() {
+		fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+// WriteMarkdown writes the same table in Markdown.
+func (r *Results) WriteMarkdown(w io.Writer) error {
+	fmt.Fprintf(w, "# dyad perf, %s on %s\n\n", r.Start.UTC().Format(time.RFC3339), r.Host)
+	fmt.Fprintln(w, "Round trips (ping-pong) and RELIABLE KEEP_ALL throughput over a veth pair between two network namespaces;")
+	fmt.Fprintf(w, "ratios are against %s at the same size in the same run.\n\n", r.Baseline)
+	h := header()
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
+	for _, c := range r.cells() {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+	}
+	return nil
+}
+
+// Save writes results.json, results.md and rtt.svg into dir.
+func (r *Results) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), j, 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	r.WriteMarkdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	return r.plot(filepath.Join(dir, "rtt.svg"))
+}
+
+// plot draws p50 RTT against sample size, one line per system.
+func (r *Results) plot(path string) error {
+	p := plot.New()
+	p.Title.Text = "dyad perf: round-trip p50 vs sample size"
+	p.X.Label.Text = "sample size (bytes)"
+	p.Y.Label.Text = "RTT p50 (µs)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	var args []any
+	seen := map[string]bool{}
+	for _, x := range r.Rows {
+		if seen[x.System] {
+			continue
+		}
+		seen[x.System] = true
+		var pts plotter.XYs
+		for _, y := range r.Rows {
+			if y.System == x.System && y.RTT.P50 > 0 {
+				pts = append(pts, plotter.XY{X: float64(y.Size), Y: float64(y.RTT.P50) / 1e3})
+			}
+		}
+		if len(pts) > 0 {
+			args = append(args, x.System, pts)
+		}
+	}
+	if len(args) > 0 {
+		if err := plotutil.AddLinePoints(p, args...); err != nil {
+			return err
+		}
+	}
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
