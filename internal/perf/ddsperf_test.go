@@ -1,0 +1,63 @@
+package perf
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParsePing(t *testing.T) {
+	const l1 = "[1] 1.000  vm:2 size 64 mean 50.0us min 10.0us 50% 100.000us 90% 200.0us 99% 300.0us max 900.0us cnt 10\n"
+	const l2 = "[1] 2.000  vm:2 size 64 mean 50.0us min 10.0us 50% 20.000us 90% 40.0us 99% 60.0us max 80.0us cnt 300\n"
+	const l3 = "[1] 3.000  vm:2 size 64 mean 50.0us min 10.0us 50% 40.000us 90% 80.0us 99% 120.0us max 500.0us cnt 100\n"
+	const rss = "[1] 2.000  rss:7.6MB vcsw:25425 ivcsw:19170\n"
+	tests := []struct {
+		name    string
+		out     string
+		want    RTT
+		wantErr bool
+	}{
+		{"no lines", "participant new\n", RTT{}, true},
+		{"single interval kept", l1, RTT{Count: 10, P50: 100 * time.Microsecond, P90: 200 * time.Microsecond, P99: 300 * time.Microsecond, Max: 900 * time.Microsecond}, false},
+		// First interval dropped; the rest weighted by count (300 and 100).
+		{"weighted", l1 + rss + l2 + rss + l3, RTT{Count: 400, P50: 25 * time.Microsecond, P90: 50 * time.Microsecond, P99: 75 * time.Microsecond, Max: 500 * time.Microsecond}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParsePing(tc.out)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, wantErr %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseSub(t *testing.T) {
+	line := func(total, lost, rate, mbps string) string {
+		return "[9] 3.000  size 1024 total " + total + " lost " + lost + " delta 5 lost " + lost + " rate " + rate + " kS/s " + mbps + " Mb/s (1.00 kS/s 8.00 Mb/s)\n"
+	}
+	tests := []struct {
+		name    string
+		out     string
+		want    Tput
+		wantErr bool
+	}{
+		{"no data", "[9] participant gone\n", Tput{}, true},
+		{"best interval", line("100", "0", "10.00", "80.00") + line("300", "0", "20.00", "160.00") + line("310", "0", "0.01", "0.08"),
+			Tput{Count: 310, Rate: 20000, MBps: 20}, false},
+		{"loss is an error", line("100", "3", "10.00", "80.00"), Tput{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSub(tc.out)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, wantErr %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && got != tc.want {
+				t.Fatalf("got %+v want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,84 @@
+package perf
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/perf"
+	"github.com/dyad-db/dyad/test/testutil"
+)
+
+// TestPerfSmoke runs `dyad perf` on one small size and checks that every
+// system produced a round-trip summary, that throughput was measured, that
+// the report files were written, and that no namespace of the run is left.
+func TestPerfSmoke(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	bin := testutil.BuildDyad(t)
+	out := t.TempDir()
+	args := []string{"perf", "--sizes", "256", "--count", "300", "--tput-duration", "500ms", "--out", out}
+	_, err := exec.LookPath("ddsperf")
+	haveDdsperf := err == nil
+	cmd := exec.Command(bin, args...)
+	cmd.WaitDelay = 5 * time.Second
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute):
+			cmd.Process.Kill()
+		}
+	}()
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dyad perf: %v\n%s", err, stdout)
+	}
+	t.Logf("\n%s", stdout)
+
+	var res perf.Results
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"dyad-inline": false, "dyad-channel": false}
+	if haveDdsperf {
+		want["ddsperf"] = false
+	}
+	for _, r := range res.Rows {
+		if _, ok := want[r.System]; !ok {
+			continue
+		}
+		if r.Err != "" || r.Size != 256 || r.RTT.P50 <= 0 || r.RTT.P99 < r.RTT.P50 || r.Tput.Rate <= 0 {
+			t.Errorf("incomplete row %+v", r)
+		}
+		if strings.HasPrefix(r.System, "dyad") && r.RTT.Count != 300 {
+			t.Errorf("%s: %d round trips, want 300", r.System, r.RTT.Count)
+		}
+		want[r.System] = true
+	}
+	for s, seen := range want {
+		if !seen {
+			t.Errorf("no row for %s", s)
+		}
+	}
+	for _, f := range []string{"results.md", "rtt.svg"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	ns, _ := exec.Command("ip", "netns", "list").Output()
+	if pid := cmd.Process.Pid; strings.Contains(string(ns), "dyadperf-"+strconv.Itoa(pid%100000)+"-") {
+		t.Errorf("namespaces of the run left behind:\n%s", ns)
+	}
+}
