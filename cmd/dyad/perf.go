@@ -30,6 +30,7 @@ type perfJob struct {
 	Peer     string
 	ExtraXML string
 	Inline   bool
+	Net      bool // the replication path (ddsnet) instead of the raw binding
 	Sizes    []int
 	Count    int
 	TputDur  time.Duration
@@ -43,10 +44,12 @@ func (j perfJob) config() dds.Config {
 // each sample on Cyclone's receive thread (as ddsperf does); "channel"
 // hands it to a Go goroutine through the reader's channel, which is how a
 // protocol owner such as ddsnet's consumes samples.
+// "ddsnet" is the transport replication actually uses (round trips only).
 var perfPaths = []struct {
 	name   string
 	inline bool
-}{{"dyad-inline", true}, {"dyad-channel", false}}
+	net    bool
+}{{"dyad-inline", true, false}, {"dyad-channel", false, false}, {"dyad-ddsnet", false, true}}
 
 func perfCmd() *cobra.Command {
 	var (
@@ -67,9 +70,11 @@ per namespace, and measures for every sample size:
   - throughput: samples/s and MB/s, RELIABLE KEEP_ALL as replication uses;
 
 for Cyclone's ddsperf (the baseline, same pair, same Cyclone configuration,
-same run) and for two of dyad's receive paths: dyad-inline (sample handled
+same run) and for dyad's receive paths: dyad-inline (sample handled
 on Cyclone's receive thread, like ddsperf) and dyad-channel (sample handed
-to a Go goroutine, the way replication's owner goroutine consumes it).
+to a Go goroutine, the way replication's owner goroutine consumes it) and
+dyad-ddsnet (round trips through internal/ddsnet, the transport replication
+uses, ping as a Log message and pong as an Ack; no throughput phase).
 Ratios are dyad ÷ ddsperf at the same size.
 
 DDS Security: put the <Security> element (or any Cyclone configuration) in a
@@ -146,6 +151,16 @@ func parseSizes(s string) ([]int, error) {
 // respond prints "ready" and echoes until ctx ends; ping prints one JSON
 // perf.Row per size.
 func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
+	if j.Net {
+		switch role {
+		case "respond":
+			return perfNetRespond(ctx, j, func() { fmt.Fprintln(w, "ready") })
+		case "ping":
+			enc := json.NewEncoder(w)
+			return perfNetPing(ctx, j, func(r perf.Row) error { return enc.Encode(r) })
+		}
+		return fmt.Errorf("perf: unknown role %q", role)
+	}
 	p, err := dds.NewParticipant(j.config())
 	if err != nil {
 		return err
@@ -247,7 +262,9 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 	}
 	for _, path := range perfPaths {
 		bar.Describe(path.name)
-		rows, err := perfPath(ctx, self, pair, jobA, jobB, path.inline)
+		a, b := jobA, jobB
+		a.Net, b.Net = path.net, path.net
+		rows, err := perfPath(ctx, self, pair, a, b, path.inline)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

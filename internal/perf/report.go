@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -168,4 +169,14 @@ func (r *Results) plot(path string) error {
 		}
 	}
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// Summarise sorts d and returns its percentiles.
+func Summarise(d []time.Duration) RTT {
+	if len(d) == 0 {
+		return RTT{}
+	}
+	slices.Sort(d)
+	pct := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	return RTT{Count: len(d), P50: pct(.5), P90: pct(.9), P99: pct(.99), Max: d[len(d)-1]}
 }
