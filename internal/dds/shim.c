@@ -99,5 +99,11 @@ dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples)
   dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
   dds_qset_destination_order(q, DDS_DESTINATIONORDER_BY_RECEPTION_TIMESTAMP);
   dds_qset_writer_data_lifecycle(q, false);
+  /* A participant never consumes its own samples: ddsnet writes and reads
+     the same topics and dropped its own samples in Go, after Cyclone had
+     delivered them locally (a copy into the reader's history and a wake-up
+     of the receive thread per write). Other participants of the same
+     process still match, so in-process pairs and tests are unaffected. */
+  dds_qset_ignorelocal(q, DDS_IGNORELOCAL_PARTICIPANT);
   return q;
 }
