@@ -87,7 +87,7 @@ func (r *Results) cells() [][]string {
 			c[8], c[9] = fmt.Sprintf("%.0f", x.Tput.Rate), fmt.Sprintf("%.1f", x.Tput.MBps)
 		}
 		if x.Err != "" {
-			c[2] = "error: " + strings.SplitN(x.Err, "\n", 2)[0]
+			c[2] = "error (below)"
 		}
 		out = append(out, c)
 	}
@@ -102,7 +102,21 @@ func (r *Results) WriteTable(w io.Writer) error {
 	for _, c := range r.cells() {
 		fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	r.writeErrors(w)
+	return nil
+}
+
+// writeErrors lists the failures the tables only flag, so a long message
+// does not widen every row.
+func (r *Results) writeErrors(w io.Writer) {
+	for _, x := range r.Rows {
+		if x.Err != "" {
+			fmt.Fprintf(w, "\n%s (size %d): %s\n", x.System, x.Size, x.Err)
+		}
+	}
 }
 
 // WriteMarkdown writes the same table in Markdown.
@@ -115,6 +129,7 @@ func (r *Results) WriteMarkdown(w io.Writer) error {
 	for _, c := range r.cells() {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
 	}
+	r.writeErrors(w)
 	return nil
 }
 
