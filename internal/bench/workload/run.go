@@ -183,6 +183,9 @@ func probeOnce(ctx context.Context, c *client, timeout time.Duration) error {
 // prefill writes the keys range reads read (by RangeL's name, so both range
 // kinds read the same keys). Idempotent per target: it rewrites them.
 func prefill(ctx context.Context, cli *clientv3.Client, spec Spec) error {
+	if isK8s(spec.Op) {
+		return k8sPrefill(ctx, cli, spec)
+	}
 	if spec.Op != RangeL && spec.Op != RangeS {
 		return nil
 	}
