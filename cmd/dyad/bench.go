@@ -23,11 +23,11 @@ const defaultBenchTargets = "dyad,dyad-pair,etcd-1,etcd-3,kine-sqlite,kine-pg"
 func benchCmd() *cobra.Command {
 	var (
 		targets, clients, ops, profile, endpoints, out, peersDir, dyadBin, pgBin, workDir, logLevel string
-		duration, warmup                                                                   time.Duration
-		total                                                                              int64
-		seed                                                                               uint64
-		valueSize                                                                          int
-		keep                                                                               bool
+		duration, warmup                                                                            time.Duration
+		total                                                                                       int64
+		seed                                                                                        uint64
+		valueSize                                                                                   int
+		keep                                                                                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
