@@ -22,12 +22,12 @@ const defaultBenchTargets = "dyad,dyad-pair,etcd-1,etcd-3,kine-sqlite,kine-pg"
 
 func benchCmd() *cobra.Command {
 	var (
-		targets, clients, ops, endpoints, out, peersDir, dyadBin, pgBin, workDir, logLevel string
-		duration, warmup                                                                   time.Duration
-		total                                                                              int64
-		seed                                                                               uint64
-		valueSize                                                                          int
-		keep                                                                               bool
+		targets, clients, ops, profile, endpoints, out, peersDir, dyadBin, pgBin, workDir, logLevel string
+		duration, warmup                                                                            time.Duration
+		total                                                                                       int64
+		seed                                                                                        uint64
+		valueSize                                                                                   int
+		keep                                                                                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,10 +44,15 @@ Targets: ` + strings.Join(target.Names(), ", ") + `.
   etcd-1/3     etcd 3.6 with 1 or 3 members (scripts/peers.sh etcd-3.6)
   kine-sqlite  kine v0.17.5 over SQLite (scripts/peers.sh kine)
   kine-pg      kine over a private PostgreSQL cluster (Debian's postgresql)
-  external     the endpoints given with --endpoints (keys under dyad-bench/)
+  external     the endpoints given with --endpoints (see the key prefixes below)
 
-Operations: ` + strings.Join(opNames(), ", ") + `.
-An operation a target does not implement is reported as "unsupported".
+Profiles (--profile) choose the operations:
+  raw     ` + opList("raw") + `
+  k8s     ` + opList("k8s") + `
+  phases  ` + opList("phases") + `
+The k8s and phases keys live under /registry/bench.dyad.io/dyad-bench/, the
+raw ones under dyad-bench/. An operation a target does not implement is
+reported as "unsupported".
 
 scripts/bench.sh installs and builds everything, then runs this command.`,
 		Args: cobra.NoArgs,
@@ -66,7 +71,12 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			if cfg.Clients, err = bench.ParseClients(clients); err != nil {
 				return err
 			}
-			if cfg.Ops, err = workload.ParseOps(ops); err != nil {
+			if cmd.Flags().Changed("ops") {
+				cfg.Ops, err = workload.ParseOps(ops)
+			} else {
+				cfg.Ops, err = workload.ProfileOps(profile)
+			}
+			if err != nil {
 				return err
 			}
 			if dyadBin == "" {
@@ -118,7 +128,8 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.DurationVar(&duration, "duration", 5*time.Second, "Measured time per (target, operation, clients) cell.")
 	fl.Int64Var(&total, "total", 0, "Requests per cell instead of a duration (0: use --duration).")
 	fl.DurationVar(&warmup, "warmup", time.Second, "Unmeasured warm-up before each cell.")
-	fl.StringVar(&ops, "ops", "all", "Comma-separated operations: "+strings.Join(opNames(), ", ")+", or all.")
+	fl.StringVar(&ops, "ops", "all", "Comma-separated operations (overrides --profile): "+strings.Join(opNames(), ", ")+", or all (the raw ones).")
+	fl.StringVar(&profile, "profile", "all", "Comma-separated workload profiles: raw (etcd benchmark-style puts and ranges), k8s (apiserver-shaped requests), phases (the study's steady state and pod burst), or all.")
 	fl.Uint64Var(&seed, "seed", 1, "Seed of every key and value: the same seed sends the same requests to every target.")
 	fl.IntVar(&valueSize, "value-size", 256, "Bytes per written value (printable text).")
 	fl.StringVar(&out, "out", "", "Results directory (default bench-results/<date-time>).")
@@ -130,6 +141,14 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.BoolVar(&keep, "keep", false, "Keep the temporary work directory (servers' logs) after the run.")
 	fl.StringVar(&logLevel, "server-log-level", "warn", "Log level of the dyad and etcd servers the bench starts.")
 	return cmd
+}
+
+func opList(profile string) string {
+	var s []string
+	for _, o := range workload.Profiles[profile] {
+		s = append(s, string(o))
+	}
+	return strings.Join(s, ", ")
 }
 
 func opNames() []string {

@@ -62,6 +62,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		Duration: cfg.Duration, Ops: cfg.OpCount,
 		Machine: report.Describe(cfg.Env.WorkDir),
 	}
+	rep.Sections = append(rep.Sections, report.Headline(rep))
 	if rep.Machine.Cores <= 4 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("This machine has %d cores: the clients share them with the servers, so figures are lower than on a dedicated server.", rep.Machine.Cores))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.RunMain(m)) }
 
-// TestBenchSmoke runs every operation kind with 1 and 4 clients for a
+// TestBenchSmoke runs every raw operation kind and three Kubernetes-shaped ones with 1 and 4 clients for a
 // fraction of a second on dyad and etcd-1, then checks the report: the three
 // files exist, every cell measured requests without errors, percentiles are
 // ordered, and both renderings name both targets.
@@ -26,8 +27,10 @@ func TestBenchSmoke(t *testing.T) {
 	etcd := testutil.RequireBinary(t, "etcd-3.6") // fails under DYAD_REQUIRE_PEERS=1
 	out := t.TempDir()
 	cfg := bench.Config{
-		Targets:  []string{"dyad", "etcd-1"},
-		Ops:      workload.AllOps,
+		Targets: []string{"dyad", "etcd-1"},
+		// Every raw kind, plus the Kubernetes mix (whose setup sends each
+		// of its request shapes once), the watch and the pod burst.
+		Ops:      append(slices.Clone(workload.AllOps), workload.K8sMix, workload.K8sWatch, workload.PhaseBurst),
 		Clients:  []int{1, 4},
 		Duration: 300 * time.Millisecond,
 		Warmup:   50 * time.Millisecond,

@@ -56,3 +56,27 @@ func TestMarkdownUnsupported(t *testing.T) {
 		t.Errorf("dyad's range-s row lacks its ratios:\n%s", md)
 	}
 }
+
+// TestHeadline checks the headline table: latency at one client and the best
+// throughput over the client counts, with dyad ÷ baseline ratios, and "—"
+// where a figure is missing.
+func TestHeadline(t *testing.T) {
+	r := sample()
+	r.Targets[0].Results = append(r.Targets[0].Results, res(workload.Put, 8, 600, 900, 2000))
+	r.Targets[1].Results = append(r.Targets[1].Results, res(workload.Put, 8, 150, 3000, 9000))
+	var b strings.Builder
+	if err := Headline(r).Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"| figure | dyad | etcd-3 | kine-pg | dyad ÷ etcd-3 | dyad ÷ kine-pg |",
+		"| write latency p50 (put, 1 client) | 500 µs | 1.00 ms | 250 µs | 0.50× | 2.00× |",
+		"| throughput, best over clients (put) | 600/s | 150/s | 400/s | 4.00× | 1.50× |",
+		"| read latency p50 (range-l, 1 client) | — | — | — | — | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("headline lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -2,6 +2,12 @@
 // operation kind, N clients, for a fixed duration or a fixed number of
 // operations, against a list of etcd-API endpoints.
 //
+// Profiles (k8s.go): "raw" is the etcd-benchmark-style kinds of op.go;
+// "k8s" sends kube-apiserver's request shapes (hot-key Gets, LIST pages,
+// GuaranteedUpdate and create txns, events with leases, watch from a LIST's
+// revision) on /registry/... text keys; "phases" is the study's steady state
+// and pod burst.
+//
 // What it owns: the operation kinds (Op), their request shapes, the
 // per-client generators, the latency histograms (HdrHistogram, microsecond
 // resolution, 3 significant digits) and the Result of one run.

@@ -52,9 +52,9 @@ func ParseOps(s string) ([]Op, error) {
 		return AllOps, nil
 	}
 	var ops []Op
-	for _, f := range strings.Split(s, ",") {
-		op := Op(strings.TrimSpace(f))
-		found := false
+	for _, f := range splitList(s) {
+		op := Op(f)
+		found := isK8s(op)
 		for _, k := range AllOps {
 			found = found || k == op
 		}
@@ -88,6 +88,7 @@ type client struct {
 	kaStop context.CancelFunc
 	confl  int64
 	shape  Op
+	k8s    *k8sState // Kubernetes-shaped kinds (k8s.go)
 }
 
 const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -103,6 +104,9 @@ func key(prefix string, op Op, n int) string { return fmt.Sprintf("%s%s/k%08d", 
 
 // setup prepares the client's per-op state (unmeasured).
 func (c *client) setup(ctx context.Context) error {
+	if isK8s(c.shape) {
+		return c.k8sSetup(ctx)
+	}
 	switch c.shape {
 	case Txn:
 		c.revs = make(map[string]int64, hotKeys)
@@ -137,6 +141,9 @@ func (c *client) close() {
 	if c.kaStop != nil {
 		c.kaStop()
 	}
+	if c.k8s != nil {
+		c.k8s.close()
+	}
 }
 
 // pre runs the unmeasured part of a request (Delete's put).
@@ -152,6 +159,9 @@ func (c *client) pre(ctx context.Context) (string, error) {
 
 // do sends one measured request. arg is what pre returned.
 func (c *client) do(ctx context.Context, arg string) error {
+	if isK8s(c.shape) {
+		return c.k8sDo(ctx)
+	}
 	switch c.shape {
 	case Put:
 		_, err := c.cli.Put(ctx, key(c.prefix, Put, c.rng.IntN(putKeys)), c.nextValue())
@@ -222,4 +232,16 @@ func IsUnsupported(err error) bool {
 	}
 	msg = strings.ToLower(msg)
 	return strings.Contains(msg, "not supported") || strings.Contains(msg, "not implemented") || strings.Contains(msg, "unsupported")
+}
+
+// splitList splits a comma-separated list, trimming spaces and dropping
+// empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
