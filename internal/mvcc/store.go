@@ -198,14 +198,32 @@ type RangeResult struct {
 // Range reads [key, end) at ro.Rev as a reader, never above the durable
 // mark. end == nil reads one key; end == "\x00" reads every key >= key.
 func (s *Store) Range(key, end []byte, ro RangeOptions) (res RangeResult, rev int64, err error) {
-	err = s.be.View(func(tx storage.ReadTx) error {
-		s.mu.RLock()
-		cur := s.readableRev
-		res2, err := s.rangeLocked(tx, key, end, ro, cur)
-		res, rev = res2, cur
-		return err
-	})
-	return res, rev, err
+	// A compaction past the readable revision taken by view (possible only
+	// while writes race ahead) makes a read of the newest revision look
+	// compacted; such a read simply retries at the newer revision.
+	for attempt := 0; ; attempt++ {
+		err = s.view(func(tx storage.ReadTx, cur int64) error {
+			s.mu.RLock()
+			res2, err := s.rangeLocked(tx, key, end, ro, cur)
+			res, rev = res2, cur
+			return err
+		})
+		if ro.Rev > 0 || attempt >= 3 || !errors.Is(err, ErrCompacted) {
+			return res, rev, err
+		}
+	}
+}
+
+// view runs fn in a read transaction together with the newest revision that
+// transaction is guaranteed to hold. readableRev is read before the
+// transaction opens: MarkDurable runs only after the batch's commit, so a
+// transaction begun later sees every revision up to it. Reading it inside
+// the transaction instead could name revisions committed after the
+// transaction's snapshot, which the index knows but the snapshot lacks.
+// Lock order: s.mu is never held while a transaction is opened.
+func (s *Store) view(fn func(tx storage.ReadTx, readable int64) error) error {
+	readable := s.ReadableRev()
+	return s.be.View(func(tx storage.ReadTx) error { return fn(tx, readable) })
 }
 
 // rangeLocked resolves the range in the index with s.mu read-locked, releases
@@ -367,13 +385,13 @@ type Event = mvccpb.Event
 func (s *Store) History(from, to int64, limit int) ([]Event, int64, error) {
 	var evs []Event
 	last := int64(0)
-	err := s.be.View(func(tx storage.ReadTx) error {
+	err := s.view(func(tx storage.ReadTx, readable int64) error {
 		s.mu.RLock()
 		compacted := s.compactRev
-		if to > s.readableRev {
-			to = s.readableRev
-		}
 		s.mu.RUnlock()
+		if to > readable {
+			to = readable
+		}
 		if from < compacted {
 			return ErrCompacted
 		}
