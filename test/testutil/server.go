@@ -20,6 +20,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/dyad-db/dyad/internal/bench/proc"
 )
 
 // Kind tells which implementation a Server runs.
@@ -155,7 +157,7 @@ func startServer(t testing.TB, kind Kind, bin string, opts []Option) *Server {
 
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		ports, err := freePorts(3)
+		ports, err := proc.FreePorts(3)
 		if err != nil {
 			t.Fatalf("testutil: %v", err)
 		}
@@ -171,25 +173,6 @@ func startServer(t testing.TB, kind Kind, bin string, opts []Option) *Server {
 	}
 	t.Fatalf("testutil: starting %s (%s): %v\n--- server log tail ---\n%s", kind, bin, lastErr, s.LogTail())
 	return nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("no free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func (s *Server) args() []string {
