@@ -22,7 +22,13 @@ type Detector struct {
 	// declares nothing dead: the transport may need that long to find the
 	// peer again (DDS drops a participant silent past its own lease).
 	FreezeGrace time.Duration
-	graceUntil  int64
+	// FreezeGraceFrom is the shortest freeze that starts FreezeGrace (0:
+	// every freeze does). A shorter stall (a loaded machine, a slow fsync)
+	// only restarts the count of the peer's silence: the transport has not
+	// lost the peer, so waiting out the grace would only lengthen a real
+	// failover.
+	FreezeGraceFrom time.Duration
+	graceUntil      int64
 
 	start        time.Time
 	lastTick     int64
@@ -49,9 +55,11 @@ func (d *Detector) Now() int64 { return int64(time.Since(d.start)) + 1 }
 // than Lease/4 means this node itself was frozen (SIGSTOP, a stall in
 // fsync, a VM pause): the peer's silence is counted again from now.
 func (d *Detector) Tick(now int64) {
-	if now-d.lastTick > int64(d.Lease/4) {
+	if gap := now - d.lastTick; gap > int64(d.Lease/4) {
 		d.runningSince = now
-		d.graceUntil = now + int64(d.FreezeGrace)
+		if gap >= int64(d.FreezeGraceFrom) {
+			d.graceUntil = now + int64(d.FreezeGrace)
+		}
 	}
 	d.lastTick = now
 }

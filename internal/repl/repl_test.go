@@ -201,6 +201,57 @@ func TestDetector(t *testing.T) {
 	}
 }
 
+// TestDetectorFreezeGraceFrom: a stall shorter than FreezeGraceFrom only
+// restarts the count of the peer's silence; a longer freeze also starts the
+// grace.
+func TestDetectorFreezeGraceFrom(t *testing.T) {
+	L := int64(time.Second)
+	for _, tc := range []struct {
+		name      string
+		gap       int64
+		wantGrace bool
+	}{
+		{"tick interval, no freeze", L / 10, false},
+		{"short stall", L / 2, false},
+		{"just below the threshold", L - 1, false},
+		{"at the threshold", L, true},
+		{"SIGSTOP of three leases", 3 * L, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDetector(time.Second, 0)
+			d.FreezeGrace = 3 * time.Second
+			d.FreezeGraceFrom = time.Second
+			t0 := d.Now()
+			d.Tick(t0)
+			at := t0 + tc.gap
+			d.Tick(at)
+			if got := d.InFreezeGrace(at); got != tc.wantGrace {
+				t.Fatalf("InFreezeGrace after a gap of %v = %v, want %v", time.Duration(tc.gap), got, tc.wantGrace)
+			}
+			stalled := tc.gap > L/4
+			if got := d.RunningSince() == at; got != stalled {
+				t.Fatalf("running count restarted = %v, want %v", got, stalled)
+			}
+			// Dead after a lease of silence from the restart, plus the
+			// grace where one began.
+			deadAt := at + L + 1
+			if tc.wantGrace {
+				deadAt = at + 3*L
+			}
+			if !stalled {
+				deadAt = t0 + L + 1
+			}
+			for ts := at; ts < deadAt; ts += L / 8 {
+				d.Tick(ts)
+			}
+			d.Tick(deadAt)
+			if !d.PeerDead(deadAt) {
+				t.Fatalf("peer not dead at %v after the gap", time.Duration(deadAt-at))
+			}
+		})
+	}
+}
+
 func TestLogAppendReadTrim(t *testing.T) {
 	be, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{NoSync: true})
 	if err != nil {
