@@ -21,8 +21,12 @@ type ContrastRow struct {
 	// Recovery is revive → first acknowledged write.
 	Recovery time.Duration `json:"recovery_ns,omitempty"`
 	Acked    int           `json:"acked"`
-	Lost     int           `json:"lost"`
-	Err      string        `json:"error,omitempty"`
+	// Lost is acknowledged writes missing 3 s after writes resumed;
+	// LostAtFirst those missing at the first read back, just after.
+	Lost        int      `json:"lost"`
+	LostAtFirst int      `json:"lost_at_first"`
+	LostKeys    []string `json:"lost_keys,omitempty"`
+	Err         string   `json:"error,omitempty"`
 }
 
 // ContrastResult is the section with every faulty target's row.
@@ -91,7 +95,19 @@ func Contrast(ctx context.Context, f target.Faulty, eps []string, cfg Config) (C
 	if err != nil {
 		return fail(fmt.Errorf("reading back: %w", err))
 	}
+	row.LostAtFirst = len(lost)
+	if len(lost) > 0 {
+		// A system may serve reads from a view that lags a restart;
+		// give it time before calling a write lost.
+		if err := sleep(ctx, 3*time.Second); err != nil {
+			return fail(err)
+		}
+		if lost, err = missing(ctx, cli, prefix, acked); err != nil {
+			return fail(fmt.Errorf("reading back: %w", err))
+		}
+	}
 	row.Lost = len(lost)
+	row.LostKeys = lost[:min(len(lost), 10)]
 	cfg.progress(f.Name()+": contrast done", 1)
 	return row, nil
 }

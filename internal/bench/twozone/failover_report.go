@@ -8,7 +8,9 @@ import (
 	"gonum.org/v1/plot/plotter"
 )
 
-func (r *FailoverResult) Title() string { return "dyad-pair failover (M4): kill -9 the primary under load" }
+func (r *FailoverResult) Title() string {
+	return "dyad-pair failover (M4): kill -9 the primary under load"
+}
 
 // Failed is the number of rounds that did not complete.
 func (r *FailoverResult) Failed() int {

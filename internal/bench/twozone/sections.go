@@ -95,7 +95,9 @@ func (r *ReplicationResult) HTML(w io.Writer) error {
 func (r *LoadResult) Title() string { return "dyad-pair under a loaded machine: false failovers" }
 
 // Pass is the verdict: no false failover and no role change.
-func (r *LoadResult) Pass() bool { return r.FalseFailovers == 0 && r.RoleChanges == 0 && r.Failovers == 0 }
+func (r *LoadResult) Pass() bool {
+	return r.FalseFailovers == 0 && r.RoleChanges == 0 && r.Failovers == 0
+}
 
 func (r *LoadResult) Markdown(w io.Writer) error {
 	var b strings.Builder
@@ -116,12 +118,14 @@ func (r *LoadResult) Markdown(w io.Writer) error {
 
 func (r *LoadResult) HTML(w io.Writer) error { return markdownHTML(w, r.Markdown) }
 
-func (*ContrastResult) Title() string { return "Zone loss on etcd and kine (contrast to dyad's failover)" }
+func (*ContrastResult) Title() string {
+	return "Zone loss on etcd and kine (contrast to dyad's failover)"
+}
 
 func (r *ContrastResult) Markdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("The same fault as dyad-pair's failover series, applied to each system's two-zone layout under write load. \"Writes frozen\" is the expected outcome where a quorum or the only database is gone, and is a result, not a failure of the bench.\n\n")
-	b.WriteString("| target | fault | outcome | recovery after restart | acked | lost | error |\n|---|---|---|--:|--:|--:|---|\n")
+	b.WriteString("| target | fault | outcome | recovery after restart | acked | lost (at first read back → 3 s later) | error |\n|---|---|---|--:|--:|--:|---|\n")
 	for _, row := range r.Rows {
 		outcome := fmt.Sprintf("writes resumed after %s", fmtDur(row.Outage))
 		if row.Frozen {
@@ -134,7 +138,10 @@ func (r *ContrastResult) Markdown(w io.Writer) error {
 		if row.Err != "" && row.Recovery == 0 && !row.Frozen && row.Outage == 0 {
 			outcome = ""
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s |\n", row.Target, row.Fault, outcome, rec, row.Acked, row.Lost, oneLine(row.Err))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d → %d | %s |\n", row.Target, row.Fault, outcome, rec, row.Acked, row.LostAtFirst, row.Lost, oneLine(row.Err))
+		if len(row.LostKeys) > 0 {
+			fmt.Fprintf(&b, "\n%s's missing keys (first ones): %s\n\n", row.Target, strings.Join(row.LostKeys, " "))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

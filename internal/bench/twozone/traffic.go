@@ -263,4 +263,3 @@ func missing(ctx context.Context, cli *clientv3.Client, prefix string, want []st
 	}
 	return lost, nil
 }
-
