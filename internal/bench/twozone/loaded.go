@@ -44,7 +44,7 @@ func Loaded(ctx context.Context, p *target.Pair, cfg Config) (*LoadResult, error
 		}
 	}
 	hogs, err := startHogs(runtime.NumCPU())
-	defer stopHogs(hogs)
+	defer func() { stopHogs(hogs) }()
 	if err != nil {
 		return nil, err
 	}
