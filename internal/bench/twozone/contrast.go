@@ -41,7 +41,7 @@ func Contrast(ctx context.Context, f target.Faulty, eps []string, cfg Config) (C
 	row := ContrastRow{Target: f.Name(), Version: f.Version(), Fault: f.Fault(), Window: cfg.Window}
 	prefix := cfg.Prefix + "contrast/"
 	tr, err := startTraffic(ctx, trafficSpec{Endpoints: [][]string{eps}, Writers: cfg.Writers,
-		Prefix: prefix, ValueSize: cfg.ValueSize, Timeout: time.Second})
+		Prefix: prefix, ValueSize: cfg.ValueSize, Timeout: time.Second, Probe: probeEvery})
 	if err != nil {
 		return row, err
 	}

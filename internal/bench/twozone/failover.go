@@ -16,8 +16,20 @@ type Kill struct {
 	// At is the kill's time since the series started.
 	At time.Duration `json:"at_ns"`
 	// Outage runs from SIGKILL to the end of the first acknowledged write
-	// through the survivor that started after the killed node was reaped.
+	// through the survivor that started after the killed node was reaped
+	// (a fresh write starts every 20 ms, see trafficSpec.Probe).
 	Outage time.Duration `json:"write_outage_ns"`
+	// WriterOutage is Outage for the steady writers alone: a client that
+	// sends its next write only after the previous one returned waits out
+	// any write held across the kill (up to its 3 s timeout) first.
+	WriterOutage time.Duration `json:"writer_outage_ns"`
+	// Promoted runs from SIGKILL until the survivor reports itself leading
+	// (dyad_role 2 or 3, polled every 10 ms).
+	Promoted time.Duration `json:"promoted_ns"`
+	// Held is the number of writes through the survivor, sent before the
+	// kill, that failed after it (forwarded to the dead primary and never
+	// answered within the timeout).
+	Held int `json:"held"`
 	// ReadOutage is the same for linearizable reads (0: no readers).
 	ReadOutage time.Duration `json:"read_outage_ns,omitempty"`
 	// NewWrites is the number of writes the survivor acknowledged in the
@@ -42,11 +54,13 @@ type Kill struct {
 
 // FailoverResult is the series.
 type FailoverResult struct {
-	Kills      []Kill `json:"kills"`
-	Outage     Dist   `json:"write_outage"`
-	ReadOutage Dist   `json:"read_outage"`
-	Resync     Dist   `json:"resync"`
-	Solo       Dist   `json:"solo"`
+	Kills        []Kill `json:"kills"`
+	Outage       Dist   `json:"write_outage"`
+	WriterOutage Dist   `json:"writer_outage"`
+	Promoted     Dist   `json:"promoted"`
+	ReadOutage   Dist   `json:"read_outage"`
+	Resync       Dist   `json:"resync"`
+	Solo         Dist   `json:"solo"`
 	// Acked writes over the series, and those missing at the end on either
 	// node (after both are back).
 	Acked     int `json:"acked"`
@@ -73,7 +87,7 @@ func Failover(ctx context.Context, p *target.Pair, cfg Config) (*FailoverResult,
 	eps := p.Zones()
 	prefix := cfg.Prefix + "failover/"
 	tr, err := startTraffic(ctx, trafficSpec{Endpoints: [][]string{{eps[0]}, {eps[1]}},
-		Writers: cfg.Writers, Readers: cfg.Readers, Prefix: prefix, ValueSize: cfg.ValueSize})
+		Writers: cfg.Writers, Readers: cfg.Readers, Prefix: prefix, ValueSize: cfg.ValueSize, Probe: probeEvery})
 	if err != nil {
 		return nil, err
 	}
@@ -116,22 +130,28 @@ func Failover(ctx context.Context, p *target.Pair, cfg Config) (*FailoverResult,
 		res.LostFinal += n
 	}
 	res.Hash = compareHash(ctx, eps)
-	var outs, routs, resyncs, solos []time.Duration
+	var outs, wouts, proms, routs, resyncs, solos []time.Duration
 	for _, k := range res.Kills {
 		if k.Err != "" {
 			continue
 		}
 		outs, resyncs, solos = append(outs, k.Outage), append(resyncs, k.Resync), append(solos, k.Solo)
+		wouts, proms = append(wouts, k.WriterOutage), append(proms, k.Promoted)
 		if k.ReadOutage > 0 {
 			routs = append(routs, k.ReadOutage)
 		}
 	}
 	res.Outage, res.ReadOutage, res.Resync, res.Solo = distOf(outs), distOf(routs), distOf(resyncs), distOf(solos)
+	res.WriterOutage, res.Promoted = distOf(wouts), distOf(proms)
 	cfg.progress("dyad-pair: failover done", 1)
 	return res, nil
 }
 
 var errNoPair = errors.New("the pair did not form")
+
+// probeEvery is how often a fresh write starts through each zone during
+// fault benchmarks: the resolution of the outage.
+const probeEvery = 20 * time.Millisecond
 
 func killRound(ctx context.Context, p *target.Pair, tr *traffic, cfg Config, t0 time.Time) (Kill, error) {
 	var k Kill
@@ -163,19 +183,34 @@ func killRound(ctx context.Context, p *target.Pair, tr *traffic, cfg Config, t0 
 	reaped := time.Now()
 	k.At = kill.Sub(t0)
 
-	var first time.Time
+	var first, promoted time.Time
 	if err := waitUntil(ctx, func() bool {
+		if promoted.IsZero() {
+			if r := role(ctx, p.MetricsURL(surv)); r == rolePrimary || r == roleSolo {
+				promoted = time.Now()
+			}
+		}
 		var ok bool
 		first, ok = tr.first(surv, true, reaped)
-		return ok
+		return ok && !promoted.IsZero()
 	}); err != nil {
 		return k, fmt.Errorf("no write succeeded on the survivor: %w", err)
 	}
-	k.Outage = first.Sub(kill)
+	k.Outage, k.Promoted = first.Sub(kill), promoted.Sub(kill)
+	if err := waitUntil(ctx, func() bool {
+		w, ok := tr.firstWhere(reaped, func(s sample) bool {
+			return s.zone == surv && s.write && !s.probe && s.ok && !s.start.Before(reaped)
+		})
+		k.WriterOutage = w.Sub(kill)
+		return ok
+	}); err != nil {
+		return k, fmt.Errorf("no steady writer's write succeeded on the survivor: %w", err)
+	}
 	if err := sleep(ctx, time.Second); err != nil {
 		return k, err
 	}
-	k.NewWrites = tr.count(surv, true, true, first)
+	k.NewWrites = tr.count(first, func(s sample) bool { return s.zone == surv && s.write && s.ok })
+	k.Held = tr.count(kill, func(s sample) bool { return s.zone == surv && s.write && !s.ok && s.start.Before(kill) })
 	if cfg.Readers > 0 {
 		if r, ok := tr.first(surv, false, reaped); ok {
 			k.ReadOutage = r.Sub(kill)

@@ -38,7 +38,7 @@ func (r *FailoverResult) Markdown(w io.Writer) error {
 	for _, k := range r.Kills {
 		falseF += k.FalseFailovers
 	}
-	fmt.Fprintf(&b, "%d kills (%d did not complete). Writers and readers on both zones; each kill is SIGKILL of the node that is primary, then a restart once the survivor has taken over. The write outage runs from the kill to the first acknowledged write through the survivor that started after the kill.\n\n", len(r.Kills), r.Failed())
+	fmt.Fprintf(&b, "%d kills (%d did not complete). Writers and readers on both zones; each kill is SIGKILL of the node that is primary, then a restart once the survivor has taken over. The write outage runs from the kill to the first acknowledged write through the survivor that started after the kill (a fresh write starts every %v through each zone); the steady writers' outage is the same for the survivor zone's steady writers alone (each sends its next write when the previous returns, with a 3 s timeout, as a simple client does, so a write held across the kill delays it); promotion to the survivor reporting itself leading.\n\n", len(r.Kills), r.Failed(), probeEvery)
 	b.WriteString("| figure | n | p50 | p90 | p99 | max | target |\n|---|--:|--:|--:|--:|--:|---|\n")
 	row := func(name string, d Dist, target string) {
 		if d.N == 0 {
@@ -48,6 +48,8 @@ func (r *FailoverResult) Markdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", name, d.N, fmtDur(d.P50), fmtDur(d.P90), fmtDur(d.P99), fmtDur(d.Max), target)
 	}
 	row("write outage", r.Outage, fmt.Sprintf("%s: %s", fmtDur(OutageTarget), passFail(r.Outage.N > 0 && r.Outage.Max <= OutageTarget)))
+	row("steady writers' outage", r.WriterOutage, "")
+	row("promotion (kill → survivor leads)", r.Promoted, "")
 	row("read outage (linearizable)", r.ReadOutage, "")
 	row("resync (restart → synchronous pair)", r.Resync, "")
 	row("time solo per kill", r.Solo, "")
@@ -58,10 +60,10 @@ func (r *FailoverResult) Markdown(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "HashKV after the series at revision %d: a %08x, b %08x (%s).\n", r.Hash.Revision, r.Hash.Hashes[0], r.Hash.Hashes[1], map[bool]string{true: "equal", false: "DIFFERENT"}[r.Hash.Equal])
 	}
-	b.WriteString("\n| # | killed | at | write outage | read outage | new writes in 1 s | lost | lost after rejoin | resync | solo | error |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("\n| # | killed | at | write outage | steady writers' outage | promotion | writes held across the kill | read outage | new writes in 1 s | lost | lost after rejoin | resync | solo | error |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for i, k := range r.Kills {
-		fmt.Fprintf(&b, "| %d | %s | %.1f s | %s | %s | %d | %d | %d | %s | %s | %s |\n", i+1, k.Victim, k.At.Seconds(),
-			fmtDur(k.Outage), fmtDur(k.ReadOutage), k.NewWrites, k.Lost, k.LostAfterRejoin, fmtDur(k.Resync), fmtDur(k.Solo), oneLine(k.Err))
+		fmt.Fprintf(&b, "| %d | %s | %.1f s | %s | %s | %s | %d | %s | %d | %d | %d | %s | %s | %s |\n", i+1, k.Victim, k.At.Seconds(),
+			fmtDur(k.Outage), fmtDur(k.WriterOutage), fmtDur(k.Promoted), k.Held, fmtDur(k.ReadOutage), k.NewWrites, k.Lost, k.LostAfterRejoin, fmtDur(k.Resync), fmtDur(k.Solo), oneLine(k.Err))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

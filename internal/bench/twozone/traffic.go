@@ -18,6 +18,7 @@ import (
 type sample struct {
 	zone       int
 	write      bool
+	probe      bool // a write of the prober, not of a steady writer
 	ok         bool
 	start, end time.Time
 }
@@ -36,6 +37,11 @@ type trafficSpec struct {
 	ValueSize int
 	// Timeout bounds one request.
 	Timeout time.Duration
+	// Probe, when > 0, starts a fresh write through each zone this often,
+	// without waiting for earlier ones (at most maxProbes in flight), so
+	// the first write a node accepts after a fault is seen within Probe
+	// even while every steady writer waits on a request sent before it.
+	Probe time.Duration
 	// OnAck, when set, is called after each acknowledged write, from the
 	// writer's goroutine.
 	OnAck func(zone int, key string, rev int64, at time.Time)
@@ -93,6 +99,13 @@ func startTraffic(ctx context.Context, spec trafficSpec) (*traffic, error) {
 				t.writer(ctx, z, w, value)
 			}()
 		}
+		if spec.Probe > 0 {
+			t.wg.Add(1)
+			go func() {
+				defer t.wg.Done()
+				t.prober(ctx, z, value)
+			}()
+		}
 		for range spec.Readers {
 			t.wg.Add(1)
 			go func() {
@@ -123,23 +136,57 @@ func (t *traffic) closeClients() {
 func (t *traffic) writer(ctx context.Context, z, w int, value string) {
 	for seq := 0; ctx.Err() == nil; seq++ {
 		key := fmt.Sprintf("%s%c/%02d/%09d", t.spec.Prefix, 'a'+z, w, seq)
-		rctx, cancel := context.WithTimeout(ctx, t.spec.Timeout)
-		t0 := time.Now()
-		resp, err := t.clients[z].Put(rctx, key, value)
-		t1 := time.Now()
-		cancel()
-		if ctx.Err() != nil {
-			return // cut short by stop: not a sample
-		}
-		t.record(sample{zone: z, write: true, ok: err == nil, start: t0, end: t1}, key)
-		if err != nil {
+		if !t.put(ctx, z, key, value, false) {
 			pause(ctx)
-			continue
-		}
-		if t.spec.OnAck != nil {
-			t.spec.OnAck(z, key, resp.Header.Revision, t1)
 		}
 	}
+}
+
+// maxProbes bounds the prober's writes in flight per zone.
+const maxProbes = 32
+
+func (t *traffic) prober(ctx context.Context, z int, value string) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, maxProbes)
+	tick := time.NewTicker(t.spec.Probe)
+	defer tick.Stop()
+	for seq := 0; ; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			continue // maxProbes already waiting
+		}
+		key := fmt.Sprintf("%s%c/probe/%09d", t.spec.Prefix, 'a'+z, seq)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			t.put(ctx, z, key, value, true)
+		}()
+	}
+}
+
+// put writes key through zone z and records it; false if it failed.
+func (t *traffic) put(ctx context.Context, z int, key, value string, probe bool) bool {
+	rctx, cancel := context.WithTimeout(ctx, t.spec.Timeout)
+	t0 := time.Now()
+	resp, err := t.clients[z].Put(rctx, key, value)
+	t1 := time.Now()
+	cancel()
+	if ctx.Err() != nil {
+		return false // cut short by stop: not a sample
+	}
+	t.record(sample{zone: z, write: true, probe: probe, ok: err == nil, start: t0, end: t1}, key)
+	if err == nil && t.spec.OnAck != nil {
+		t.spec.OnAck(z, key, resp.Header.Revision, t1)
+	}
+	return err == nil
 }
 
 func (t *traffic) reader(ctx context.Context, z int) {
@@ -188,32 +235,38 @@ func (t *traffic) record(s sample, key string) {
 // first is the end of the first successful write (or read) through zone z
 // that started at or after from; ok is false if there is none yet.
 func (t *traffic) first(z int, write bool, from time.Time) (time.Time, bool) {
+	return t.firstWhere(from, func(s sample) bool {
+		return s.zone == z && s.write == write && s.ok && !s.start.Before(from)
+	})
+}
+
+// firstWhere is the earliest end, at or after from, of a sample matching
+// keep.
+func (t *traffic) firstWhere(from time.Time, keep func(sample) bool) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var first time.Time
-	// Samples are in completion order and start ≤ end, so scanning back
-	// can stop at the first one that ended before from.
+	// Samples are in completion order, so scanning back can stop at the
+	// first one that ended before from.
 	for i := len(t.samples) - 1; i >= 0; i-- {
 		s := t.samples[i]
 		if s.end.Before(from) {
 			break
 		}
-		if s.zone == z && s.write == write && s.ok && !s.start.Before(from) {
+		if keep(s) {
 			first = s.end
 		}
 	}
 	return first, !first.IsZero()
 }
 
-// count is the number of requests through zone z (reads or writes, ok or
-// failed) that ended after from.
-func (t *traffic) count(z int, write, ok bool, from time.Time) int {
+// count is the number of samples matching keep that ended at or after from.
+func (t *traffic) count(from time.Time, keep func(sample) bool) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
 	for i := len(t.samples) - 1; i >= 0 && !t.samples[i].end.Before(from); i-- {
-		s := t.samples[i]
-		if s.zone == z && s.write == write && s.ok == ok {
+		if keep(t.samples[i]) {
 			n++
 		}
 	}
