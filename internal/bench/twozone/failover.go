@@ -181,6 +181,14 @@ func killRound(ctx context.Context, p *target.Pair, tr *traffic, cfg Config, t0 
 	kill := time.Now()
 	p.Kill(leader)
 	reaped := time.Now()
+	restarted := false
+	defer func() {
+		// A round cut short still brings the node back, so the next
+		// round (or the final checks) has a pair.
+		if !restarted {
+			_ = p.Restart(leader)
+		}
+	}()
 	k.At = kill.Sub(t0)
 
 	var first, promoted time.Time
@@ -222,6 +230,7 @@ func killRound(ctx context.Context, p *target.Pair, tr *traffic, cfg Config, t0 
 	}
 
 	restart := time.Now()
+	restarted = true
 	if err := p.Restart(leader); err != nil {
 		return k, err
 	}
