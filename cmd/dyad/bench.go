@@ -63,6 +63,7 @@ and the two-zone benchmarks, which run after a target's operations:
   contrast     etcd-1/2/3, kine-*: the same zone loss (etcd-3 as 2+1: kill the
                2-member side; kine-pg: kill PostgreSQL); a freeze is a result
   two-zone     all four
+"all" (the default) is every profile of both lists.
 The k8s and phases keys live under /registry/bench.dyad.io/dyad-bench/, the
 raw ones under dyad-bench/. An operation a target does not implement is
 reported as "unsupported".

@@ -34,13 +34,18 @@ type Bench struct {
 }
 
 // SplitProfiles separates this package's profiles from a --profile list;
-// rest keeps the others in order.
+// rest keeps the others in order. "all" selects every profile of both
+// kinds, so `dyad bench` with no flags runs everything.
 func SplitProfiles(list string) (mine, rest []string) {
 	for _, p := range strings.Split(list, ",") {
 		p = strings.TrimSpace(p)
 		switch {
 		case p == "":
-		case p == ProfileAll:
+		case p == ProfileAll || p == "all":
+			// "all" also keeps its meaning for the request profiles.
+			if p == "all" {
+				rest = append(rest, p)
+			}
 			for _, q := range Profiles {
 				if !slices.Contains(mine, q) {
 					mine = append(mine, q)
