@@ -26,7 +26,10 @@ type ContrastRow struct {
 	Lost        int      `json:"lost"`
 	LostAtFirst int      `json:"lost_at_first"`
 	LostKeys    []string `json:"lost_keys,omitempty"`
-	Err         string   `json:"error,omitempty"`
+	// LostAckedAt is when each of LostKeys was acknowledged, relative to
+	// the kill (negative: before it).
+	LostAckedAt []time.Duration `json:"lost_acked_at_ns,omitempty"`
+	Err         string          `json:"error,omitempty"`
 }
 
 // ContrastResult is the section with every faulty target's row.
@@ -108,6 +111,9 @@ func Contrast(ctx context.Context, f target.Faulty, eps []string, cfg Config) (C
 	}
 	row.Lost = len(lost)
 	row.LostKeys = lost[:min(len(lost), 10)]
+	for _, k := range row.LostKeys {
+		row.LostAckedAt = append(row.LostAckedAt, tr.ackTime(k).Sub(kill))
+	}
 	cfg.progress(f.Name()+": contrast done", 1)
 	return row, nil
 }

@@ -140,7 +140,11 @@ func (r *ContrastResult) Markdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d → %d | %s |\n", row.Target, row.Fault, outcome, rec, row.Acked, row.LostAtFirst, row.Lost, oneLine(row.Err))
 		if len(row.LostKeys) > 0 {
-			fmt.Fprintf(&b, "\n%s's missing keys (first ones): %s\n\n", row.Target, strings.Join(row.LostKeys, " "))
+			var keys []string
+			for i, k := range row.LostKeys {
+				keys = append(keys, fmt.Sprintf("%s (acknowledged %+.0f ms from the kill)", k, float64(row.LostAckedAt[i])/1e6))
+			}
+			fmt.Fprintf(&b, "\n%s's missing keys (first ones): %s\n\n", row.Target, strings.Join(keys, ", "))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -57,6 +57,7 @@ type traffic struct {
 	mu      sync.Mutex // guards the fields below
 	samples []sample   // in order of completion
 	acked   []string
+	ackedAt map[string]time.Time      // when each acked key's write returned
 	reads   []*hdrhistogram.Histogram // per zone, µs
 	writes  []*hdrhistogram.Histogram
 }
@@ -226,6 +227,10 @@ func (t *traffic) record(s sample, key string) {
 	}
 	if s.write {
 		t.acked = append(t.acked, key)
+		if t.ackedAt == nil {
+			t.ackedAt = map[string]time.Time{}
+		}
+		t.ackedAt[key] = s.end
 		_ = t.writes[s.zone].RecordValue(us)
 	} else {
 		_ = t.reads[s.zone].RecordValue(us)
@@ -278,6 +283,13 @@ func (t *traffic) ackedKeys() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]string(nil), t.acked...)
+}
+
+// ackTime is when key's write was acknowledged (zero if it was not).
+func (t *traffic) ackTime(key string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ackedAt[key]
 }
 
 // timeline is a copy of every sample.
