@@ -68,6 +68,8 @@ func fmtDur(d time.Duration) string {
 	switch {
 	case d >= 10*time.Second:
 		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
 	case d >= 100*time.Millisecond:
 		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
 	case d >= time.Millisecond:
