@@ -14,6 +14,7 @@ import (
 
 	"github.com/dyad-db/dyad/internal/bench"
 	"github.com/dyad-db/dyad/internal/bench/target"
+	"github.com/dyad-db/dyad/internal/bench/twozone"
 	"github.com/dyad-db/dyad/internal/bench/workload"
 )
 
@@ -28,6 +29,7 @@ func benchCmd() *cobra.Command {
 		seed                                                                                        uint64
 		valueSize                                                                                   int
 		keep                                                                                        bool
+		tz                                                                                          twozone.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -41,7 +43,7 @@ and throughput-vs-clients plots) and results.json.
 Targets: ` + strings.Join(target.Names(), ", ") + `.
   dyad         dyad serve, single node
   dyad-pair    two dyad nodes in two network namespaces, over DDS (needs root)
-  etcd-1/3     etcd 3.6 with 1 or 3 members (scripts/peers.sh etcd-3.6)
+  etcd-1/2/3   etcd 3.6 with 1, 2 or 3 members (scripts/peers.sh etcd-3.6)
   kine-sqlite  kine v0.17.5 over SQLite (scripts/peers.sh kine)
   kine-pg      kine over a private PostgreSQL cluster (Debian's postgresql)
   external     the endpoints given with --endpoints (see the key prefixes below)
@@ -50,6 +52,18 @@ Profiles (--profile) choose the operations:
   raw     ` + opList("raw") + `
   k8s     ` + opList("k8s") + `
   phases  ` + opList("phases") + `
+and the two-zone benchmarks, which run after a target's operations:
+  replication  dyad-pair: write acknowledged on one zone → watch on the other
+               delivers it (M1), replica lag vs 0.5 s (M3), linearizable reads
+               on the primary and the replica under the write load, HashKV
+  failover     dyad-pair: kill -9 the primary --kills times under load; write
+               outage vs 2 s, acknowledged writes lost, resync time, time solo
+  load         dyad-pair: CPU hogs on every core plus writes for
+               --load-duration; role changes and false failovers (must be 0)
+  contrast     etcd-1/2/3, kine-*: the same zone loss (etcd-3 as 2+1: kill the
+               2-member side; kine-pg: kill PostgreSQL); a freeze is a result
+  two-zone     all four
+"all" (the default) is every profile of both lists.
 The k8s and phases keys live under /registry/bench.dyad.io/dyad-bench/, the
 raw ones under dyad-bench/. An operation a target does not implement is
 reported as "unsupported".
@@ -71,13 +85,19 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			if cfg.Clients, err = bench.ParseClients(clients); err != nil {
 				return err
 			}
-			if cmd.Flags().Changed("ops") {
+			zoneProfiles, requestProfiles := twozone.SplitProfiles(profile)
+			switch {
+			case cmd.Flags().Changed("ops"):
 				cfg.Ops, err = workload.ParseOps(ops)
-			} else {
-				cfg.Ops, err = workload.ProfileOps(profile)
+			case len(requestProfiles) > 0:
+				cfg.Ops, err = workload.ProfileOps(strings.Join(requestProfiles, ","))
 			}
 			if err != nil {
 				return err
+			}
+			if len(zoneProfiles) > 0 {
+				tz.ValueSize, tz.Prefix = valueSize, "dyad-bench/"
+				cfg.Extra = (&twozone.Bench{Selected: zoneProfiles, Config: tz}).Run
 			}
 			if dyadBin == "" {
 				if dyadBin, err = os.Executable(); err != nil {
@@ -129,7 +149,14 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.Int64Var(&total, "total", 0, "Requests per cell instead of a duration (0: use --duration).")
 	fl.DurationVar(&warmup, "warmup", time.Second, "Unmeasured warm-up before each cell.")
 	fl.StringVar(&ops, "ops", "all", "Comma-separated operations (overrides --profile): "+strings.Join(opNames(), ", ")+", or all (the raw ones).")
-	fl.StringVar(&profile, "profile", "all", "Comma-separated workload profiles: raw (etcd benchmark-style puts and ranges), k8s (apiserver-shaped requests), phases (the study's steady state and pod burst), or all.")
+	fl.StringVar(&profile, "profile", "all", "Comma-separated workload profiles: raw (etcd benchmark-style puts and ranges), k8s (apiserver-shaped requests), phases (the study's steady state and pod burst), or all; and replication, failover, load, contrast or two-zone (see above).")
+	fl.IntVar(&tz.Kills, "kills", 20, "failover: primaries killed in the series.")
+	fl.DurationVar(&tz.Settle, "settle", 2*time.Second, "failover, contrast: load before each kill.")
+	fl.IntVar(&tz.Writers, "zone-writers", 4, "Two-zone benchmarks: writers per zone (contrast: in all).")
+	fl.IntVar(&tz.Readers, "zone-readers", 2, "Two-zone benchmarks: linearizable readers per zone.")
+	fl.DurationVar(&tz.Duration, "repl-duration", 30*time.Second, "replication: measured time.")
+	fl.DurationVar(&tz.LoadDuration, "load-duration", 3*time.Minute, "load: time with CPU hogs.")
+	fl.DurationVar(&tz.Window, "fault-window", 10*time.Second, "contrast: how long to wait for writes after the kill.")
 	fl.Uint64Var(&seed, "seed", 1, "Seed of every key and value: the same seed sends the same requests to every target.")
 	fl.IntVar(&valueSize, "value-size", 256, "Bytes per written value (printable text).")
 	fl.StringVar(&out, "out", "", "Results directory (default bench-results/<date-time>).")

@@ -35,8 +35,10 @@ type Config struct {
 	// Progress receives the progress bar; nil: none.
 	Progress io.Writer
 	// Extra, when set, runs after the matrix on each target while it is
-	// up (see the package comment).
-	Extra func(ctx context.Context, t target.Target, endpoints []string, r *report.Report) error
+	// up (see the package comment). It reports progress through progress
+	// (what runs, and the fraction of its part done); it counts as one
+	// cell of the progress bar per target.
+	Extra func(ctx context.Context, t target.Target, endpoints []string, r *report.Report, progress func(desc string, frac float64)) error
 }
 
 // keyPrefix starts every key the bench writes, so an external target's own
@@ -46,7 +48,7 @@ const keyPrefix = "dyad-bench/"
 // Run measures every target and writes the report into cfg.Out. An error
 // means no report could be written; failed targets are recorded in it.
 func Run(ctx context.Context, cfg Config) (*report.Report, error) {
-	if len(cfg.Targets) == 0 || len(cfg.Ops) == 0 || len(cfg.Clients) == 0 {
+	if len(cfg.Targets) == 0 || (len(cfg.Ops) == 0 && cfg.Extra == nil) || len(cfg.Clients) == 0 {
 		return nil, errors.New("bench: nothing to run (targets, operations and client counts must be non-empty)")
 	}
 	targets := make([]target.Target, 0, len(cfg.Targets))
@@ -73,7 +75,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		rep.Notes = append(rep.Notes, "kine over SQLite runs with kine's default DSN (WAL, synchronous=NORMAL): its commits are not fsynced, unlike dyad, etcd and PostgreSQL.")
 	}
 
-	cells := len(targets) * len(cfg.Ops) * len(cfg.Clients)
+	perTarget := len(cfg.Ops) * len(cfg.Clients)
+	if cfg.Extra != nil {
+		perTarget++
+	}
+	cells := len(targets) * perTarget
 	out := cfg.Progress
 	if out == nil {
 		out = io.Discard
@@ -90,7 +96,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			_ = bar.Set64(int64(cell*steps) + int64(frac*steps))
 		}, func() { cell++ })
 		rep.Targets = append(rep.Targets, tr)
-		cell = (len(rep.Targets)) * len(cfg.Ops) * len(cfg.Clients)
+		cell = len(rep.Targets) * perTarget
 		_ = bar.Set64(int64(cell * steps))
 		if ctx.Err() != nil {
 			break
@@ -140,7 +146,12 @@ func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Rep
 	}
 	if cfg.Extra != nil {
 		describe(t.Name() + ": extra benchmarks")
-		if err := cfg.Extra(ctx, t, eps, rep); err != nil {
+		err := cfg.Extra(ctx, t, eps, rep, func(desc string, frac float64) {
+			describe(desc)
+			progress(frac)
+		})
+		next()
+		if err != nil {
 			tr.Error = "extra: " + err.Error()
 		}
 	}

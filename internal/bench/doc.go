@@ -12,5 +12,6 @@
 //
 // Extension point: Config.Extra runs after the request matrix, once per
 // target while it is still up, and may add sections to the report; the
-// replication lag and failover benchmarks plug in there.
+// two-zone benchmarks (package twozone: replication lag, failover, false
+// failovers under load, the zone-loss contrast) plug in there.
 package bench

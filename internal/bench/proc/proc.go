@@ -107,6 +107,22 @@ func (p *Proc) Kill() {
 	<-p.exited
 }
 
+// KillGroup sends SIGKILL to the child's whole process group (it leads one:
+// Setpgid), so helpers it forked (PostgreSQL's backends) die with it as on a
+// machine's loss, and waits until the child is reaped.
+func (p *Proc) KillGroup() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+}
+
+// Spec is what the child was started with (to start it again).
+func (p *Proc) Spec() Spec { return p.spec }
+
 // LogTail returns up to n bytes from the end of the child's log.
 func (p *Proc) LogTail(n int64) string { return FileTail(p.spec.Log, n) }
 

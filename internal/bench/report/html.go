@@ -170,6 +170,9 @@ func (r *Report) cdfPlot(op workload.Op, clients int) (template.HTML, error) {
 	return svg(p)
 }
 
+// SVG renders a plot as an inline SVG element, for sections' plots.
+func SVG(p *plot.Plot) (template.HTML, error) { return svg(p) }
+
 func svg(p *plot.Plot) (template.HTML, error) {
 	wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, "svg")
 	if err != nil {

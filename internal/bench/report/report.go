@@ -32,8 +32,11 @@ type Report struct {
 	Targets  []Target      `json:"targets"`
 	Notes    []string      `json:"notes,omitempty"`
 	// Sections are rendered after the request tables (see the package
-	// comment). Not part of results.json: each section writes its own data.
+	// comment). Not part of results.json: a section's data goes in Extras.
 	Sections []Section `json:"-"`
+	// Extras holds the results of the benchmarks behind Sections, by name
+	// ("failover/dyad-pair"), for results.json.
+	Extras map[string]any `json:"extras,omitempty"`
 }
 
 // Target is one system's results.

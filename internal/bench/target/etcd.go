@@ -10,9 +10,10 @@ import (
 	"github.com/dyad-db/dyad/internal/bench/proc"
 )
 
-// etcd is a real etcd 3.6 cluster of 1 or 3 members on loopback, built by
+// etcd is a real etcd 3.6 cluster of 1, 2 or 3 members on loopback, built by
 // scripts/peers.sh. Three members is the study's two zones plus a witness;
-// on one machine the zones are not separated by a network.
+// on one machine the zones are not separated by a network. Two members (one
+// per zone, no witness) exists for the contrast benchmark of a zone loss.
 type etcd struct {
 	env     Env
 	members int

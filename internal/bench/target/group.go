@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/dyad-db/dyad/internal/bench/proc"
 )
@@ -38,6 +39,20 @@ func (g *group) start(logName string, s proc.Spec) (*proc.Proc, error) {
 	}
 	g.procs = append(g.procs, p)
 	g.logs = append(g.logs, s.Log)
+	return p, nil
+}
+
+// restart starts old's spec again in old's place (old must have exited).
+func (g *group) restart(old *proc.Proc) (*proc.Proc, error) {
+	i := slices.Index(g.procs, old)
+	if i < 0 {
+		return nil, errors.New("restart: process not in this group")
+	}
+	p, err := proc.Start(old.Spec())
+	if err != nil {
+		return nil, err
+	}
+	g.procs[i] = p
 	return p, nil
 }
 

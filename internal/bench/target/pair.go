@@ -12,6 +12,8 @@ import (
 
 // Pair is dyad's two-zone deployment: node "a" in one network namespace,
 // node "b" in another, replicating over DDS across the veth between them.
+// Each node also serves Prometheus metrics on its client address, port
+// metricsPort (the two-zone benchmarks read roles and counters there).
 // The bench's clients spread over both nodes' client addresses, as one
 // kube-apiserver per zone would.
 type Pair struct {
@@ -22,6 +24,8 @@ type Pair struct {
 	eps     [2]string
 	version string
 }
+
+const metricsPort = "2381"
 
 func newPair(env Env) (*Pair, error) {
 	if env.Bins.Dyad == "" {
@@ -43,6 +47,26 @@ func (p *Pair) Node(z int) *proc.Proc { return p.nodes[z] }
 // Net is the namespaces the pair runs in.
 func (p *Pair) Net() *netns.Pair { return p.net }
 
+// MetricsURL is zone z's Prometheus endpoint (http://host:port/metrics).
+func (p *Pair) MetricsURL(z int) string {
+	return "http://" + p.net.ClientIP(z) + ":" + metricsPort + "/metrics"
+}
+
+// Kill takes zone z's node down with SIGKILL, as a zone's loss does, and
+// returns once it is reaped.
+func (p *Pair) Kill(z int) { p.nodes[z].KillGroup() }
+
+// Restart starts zone z's node again on its data directory, after Kill. It
+// does not wait for the node to serve.
+func (p *Pair) Restart(z int) error {
+	n, err := p.g.restart(p.nodes[z])
+	if err != nil {
+		return fmt.Errorf("dyad-pair: restart %c: %w", 'a'+z, err)
+	}
+	p.nodes[z] = n
+	return nil
+}
+
 func (p *Pair) Start(ctx context.Context) ([]string, error) {
 	g, err := newGroup(p.env.WorkDir, p.Name())
 	if err != nil {
@@ -60,6 +84,7 @@ func (p *Pair) Start(ctx context.Context) ([]string, error) {
 			"--initial-cluster", cluster,
 			"--dds-interface", netns.ReplIface,
 			"--listen-client-urls", "http://"+p.eps[z],
+			"--listen-metrics-urls", "http://"+p.net.ClientIP(z)+":"+metricsPort,
 			"--log-level", p.env.logLevel(), "--log-format", "text")
 		if p.nodes[z], err = g.start(name, proc.Spec{Bin: bin, Args: args}); err != nil {
 			break

@@ -55,6 +55,7 @@ var registry = map[string]factory{
 	"dyad":        func(e Env) (Target, error) { return newDyad(e) },
 	"dyad-pair":   func(e Env) (Target, error) { return newPair(e) },
 	"etcd-1":      func(e Env) (Target, error) { return newEtcd(e, 1) },
+	"etcd-2":      func(e Env) (Target, error) { return newEtcd(e, 2) },
 	"etcd-3":      func(e Env) (Target, error) { return newEtcd(e, 3) },
 	"kine-sqlite": func(e Env) (Target, error) { return newKine(e, false) },
 	"kine-pg":     func(e Env) (Target, error) { return newKine(e, true) },

@@ -1,0 +1,131 @@
+package twozone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dyad-db/dyad/internal/bench/report"
+	"github.com/dyad-db/dyad/internal/bench/target"
+)
+
+// Profile names `dyad bench --profile` accepts for this package's
+// benchmarks; "two-zone" is all of them.
+const (
+	ProfileFailover    = "failover"
+	ProfileReplication = "replication"
+	ProfileLoad        = "load"
+	ProfileContrast    = "contrast"
+	ProfileAll         = "two-zone"
+)
+
+// Profiles lists them in the order they run on a target.
+var Profiles = []string{ProfileReplication, ProfileFailover, ProfileLoad, ProfileContrast}
+
+// Bench is the selection `dyad bench` runs after each target's request
+// matrix (bench.Config.Extra): the dyad-pair benchmarks on dyad-pair, the
+// contrast on every target.Faulty.
+type Bench struct {
+	Selected []string // of Profiles
+	Config   Config
+	contrast *ContrastResult // the one section every faulty target adds a row to
+}
+
+// SplitProfiles separates this package's profiles from a --profile list;
+// rest keeps the others in order. "all" selects every profile of both
+// kinds, so `dyad bench` with no flags runs everything.
+func SplitProfiles(list string) (mine, rest []string) {
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "":
+		case p == ProfileAll || p == "all":
+			// "all" also keeps its meaning for the request profiles.
+			if p == "all" {
+				rest = append(rest, p)
+			}
+			for _, q := range Profiles {
+				if !slices.Contains(mine, q) {
+					mine = append(mine, q)
+				}
+			}
+		case slices.Contains(Profiles, p):
+			if !slices.Contains(mine, p) {
+				mine = append(mine, p)
+			}
+		default:
+			rest = append(rest, p)
+		}
+	}
+	return mine, rest
+}
+
+func (b *Bench) has(p string) bool { return slices.Contains(b.Selected, p) }
+
+// Run is a bench.Config.Extra: it runs the selected benchmarks that apply
+// to t and adds their sections to rep. A fault a peer system does not
+// survive is a result; an error means a benchmark could not run.
+func (b *Bench) Run(ctx context.Context, t target.Target, eps []string, rep *report.Report, progress func(string, float64)) error {
+	cfg := b.Config
+	var errs []error
+	add := func(name string, s report.Section) {
+		rep.Sections = append(rep.Sections, s)
+		if rep.Extras == nil {
+			rep.Extras = map[string]any{}
+		}
+		rep.Extras[name+"/"+t.Name()] = s
+	}
+	if p, ok := t.(*target.Pair); ok {
+		var parts []string
+		for _, q := range []string{ProfileReplication, ProfileFailover, ProfileLoad} {
+			if b.has(q) {
+				parts = append(parts, q)
+			}
+		}
+		for i, q := range parts {
+			cfg.Progress = func(desc string, frac float64) { progress(desc, (float64(i)+frac)/float64(len(parts))) }
+			var err error
+			switch q {
+			case ProfileReplication:
+				var r *ReplicationResult
+				if r, err = Replication(ctx, p, cfg); r != nil {
+					add(q, r)
+				}
+			case ProfileFailover:
+				var r *FailoverResult
+				if r, err = Failover(ctx, p, cfg); r != nil {
+					add(q, r)
+				}
+			case ProfileLoad:
+				var r *LoadResult
+				if r, err = Loaded(ctx, p, cfg); r != nil {
+					add(q, r)
+				}
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", q, err))
+				if ctx.Err() != nil {
+					break
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if f, ok := t.(target.Faulty); ok && b.has(ProfileContrast) {
+		if b.contrast == nil {
+			b.contrast = &ContrastResult{}
+			rep.Sections = append(rep.Sections, b.contrast)
+			if rep.Extras == nil {
+				rep.Extras = map[string]any{}
+			}
+			rep.Extras[ProfileContrast] = b.contrast
+		}
+		cfg.Progress = progress
+		row, err := Contrast(ctx, f, eps, cfg)
+		b.contrast.Rows = append(b.contrast.Rows, row)
+		return err
+	}
+	return nil
+}

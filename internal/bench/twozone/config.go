@@ -1,0 +1,87 @@
+package twozone
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Config sizes every benchmark of this package.
+type Config struct {
+	// Kills is the number of primaries the failover series kills.
+	Kills int
+	// Settle is how long the pair runs under load before each kill.
+	Settle time.Duration
+	// Writers and Readers per zone.
+	Writers, Readers int
+	// Duration of the replication measurement.
+	Duration time.Duration
+	// LoadDuration is how long the pair runs with CPU hogs (false
+	// failovers).
+	LoadDuration time.Duration
+	// Window is how long the contrast waits for writes after the kill.
+	Window time.Duration
+	// ValueSize of every written value (bytes).
+	ValueSize int
+	// Prefix starts every key written.
+	Prefix string
+	// Progress, when set, is told what runs and the fraction done (0..1).
+	Progress func(desc string, frac float64)
+}
+
+// OutageTarget is the failover outage the study asks for.
+const OutageTarget = 2 * time.Second
+
+// LagBound is the study's bound on replica lag (M3).
+const LagBound = 500 * time.Millisecond
+
+// waitTimeout bounds each wait for the pair to form, a failover or a resync.
+const waitTimeout = 60 * time.Second
+
+func (c Config) progress(desc string, frac float64) {
+	if c.Progress != nil {
+		c.Progress(desc, min(max(frac, 0), 1))
+	}
+}
+
+// Dist summarises durations: nearest-rank percentiles of the exact values.
+type Dist struct {
+	N                        int
+	P50, P90, P99, P999, Max time.Duration
+}
+
+func distOf(ds []time.Duration) Dist {
+	if len(ds) == 0 {
+		return Dist{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(p float64) time.Duration {
+		i := int(math.Ceil(p/100*float64(len(s)))) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	return Dist{N: len(s), P50: at(50), P90: at(90), P99: at(99), P999: at(99.9), Max: s[len(s)-1]}
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 100*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	}
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "FAIL"
+}

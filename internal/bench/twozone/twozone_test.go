@@ -1,0 +1,111 @@
+package twozone
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestSplitProfiles(t *testing.T) {
+	for _, c := range []struct {
+		in         string
+		mine, rest []string
+	}{
+		{"raw", nil, []string{"raw"}},
+		{"failover", []string{"failover"}, nil},
+		{"raw,contrast,k8s", []string{"contrast"}, []string{"raw", "k8s"}},
+		{"two-zone", Profiles, nil},
+		{"all", Profiles, []string{"all"}},
+		{"failover,two-zone, failover", []string{"failover", "replication", "load", "contrast"}, nil},
+		{"", nil, nil},
+	} {
+		mine, rest := SplitProfiles(c.in)
+		if !slices.Equal(mine, c.mine) || !slices.Equal(rest, c.rest) {
+			t.Errorf("SplitProfiles(%q) = %q, %q; want %q, %q", c.in, mine, rest, c.mine, c.rest)
+		}
+	}
+}
+
+func TestDistOf(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // 100..1, unsorted
+	}
+	for _, c := range []struct {
+		name string
+		in   []time.Duration
+		want Dist
+	}{
+		{"empty", nil, Dist{}},
+		{"one", ms(7), Dist{N: 1, P50: 7 * time.Millisecond, P90: 7 * time.Millisecond, P99: 7 * time.Millisecond, P999: 7 * time.Millisecond, Max: 7 * time.Millisecond}},
+		// Nearest rank: p50 of 1..100 is the 50th value.
+		{"hundred", ms(hundred...), Dist{N: 100, P50: 50 * time.Millisecond, P90: 90 * time.Millisecond, P99: 99 * time.Millisecond, P999: 100 * time.Millisecond, Max: 100 * time.Millisecond}},
+	} {
+		if got := distOf(c.in); got != c.want {
+			t.Errorf("%s: distOf = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// The matcher pairs acknowledgements with deliveries in either order,
+// ignores deliveries on the writer's own zone, and attributes direction by
+// the primary's zone.
+func TestMatcher(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	m := &matcher{t0: t0, prefix: "p/", acks: map[string]time.Time{}, seen: map[string]time.Time{}, leader: 0}
+	m.ack(0, "p/a/00/1", 1, at(10))
+	m.delivered(0, "p/a/00/1", at(11)) // own zone: ignored
+	m.delivered(1, "p/a/00/1", at(14)) // 4 ms after the ack, through the primary
+	m.delivered(0, "p/b/00/1", at(20)) // before its ack: counts as 0
+	m.ack(1, "p/b/00/1", 2, at(25))
+	m.ack(1, "p/b/00/2", 3, at(30)) // never delivered
+	if want := [][]time.Duration{{4 * time.Millisecond}, {0}}; !slices.Equal(m.lat[0], want[0]) || !slices.Equal(m.lat[1], want[1]) {
+		t.Errorf("latencies %v, want %v", m.lat, want)
+	}
+	if m.early != 1 || len(m.acks) != 1 || len(m.seen) != 0 {
+		t.Errorf("early %d, pending acks %d, pending deliveries %d; want 1, 1, 0", m.early, len(m.acks), len(m.seen))
+	}
+}
+
+func TestTrafficTimeline(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tr := &traffic{}
+	for _, s := range []sample{
+		{zone: 1, write: true, ok: true, start: at(0), end: at(5)},
+		{zone: 1, write: true, ok: false, start: at(2), end: at(3000)}, // held across the kill at 10
+		{zone: 1, write: true, probe: true, ok: true, start: at(1200), end: at(1210)},
+		{zone: 0, write: true, ok: true, start: at(1100), end: at(1220)},
+		{zone: 1, write: true, ok: true, start: at(3001), end: at(3010)},
+	} {
+		tr.samples = append(tr.samples, s)
+	}
+	if got, ok := tr.first(1, true, at(10)); !ok || !got.Equal(at(1210)) {
+		t.Errorf("first write through b after the kill: %v %v, want %v", got.Sub(t0), ok, 1210*time.Millisecond)
+	}
+	steady, ok := tr.firstWhere(at(10), func(s sample) bool { return s.zone == 1 && !s.probe && s.ok && !s.start.Before(at(10)) })
+	if !ok || !steady.Equal(at(3010)) {
+		t.Errorf("first steady write through b after the kill: %v, want 3.01s", steady.Sub(t0))
+	}
+	if n := tr.count(at(10), func(s sample) bool { return s.zone == 1 && !s.ok && s.start.Before(at(10)) }); n != 1 {
+		t.Errorf("held writes %d, want 1", n)
+	}
+	if _, ok := tr.first(1, false, at(0)); ok {
+		t.Error("a read found where none was recorded")
+	}
+	rates := rateSeries(tr.samples, t0)
+	if got := rates[1][0].Y; got != 1 {
+		t.Errorf("zone b's first bucket holds %v writes, want 1", got)
+	}
+	if got := rates[1][12].Y; got != 1 { // the probe ending at 1.21 s
+		t.Errorf("zone b's bucket at 1.2 s holds %v writes, want 1", got)
+	}
+}
