@@ -85,7 +85,7 @@ units and manifests carry over.`,
 	fl.DurationVar(&f.progressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Old etcd name of --watch-progress-notify-interval.")
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
-	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long in-flight requests may finish before connections are closed.")
+	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long a primary may take to hand its role to a live replica, and then how long in-flight requests may finish before connections are closed.")
 	f.cluster.register(fl)
 	return cmd
 }
@@ -335,6 +335,16 @@ func runServe(parent context.Context, f *serveFlags) error {
 		log.Info("shutting down", "reason", "signal")
 	case runErr = <-errc:
 		log.Error("shutting down", "err", runErr)
+	}
+	// A primary stopped on purpose first hands its role to a live replica:
+	// writes pause for a hand-over rather than for a failover. Requests keep
+	// being served meanwhile (they queue, then go to the new primary).
+	if runErr == nil {
+		hctx, cancel := context.WithTimeout(context.Background(), f.shutdownGrace)
+		if err := node.StepDown(hctx); err != nil {
+			log.Warn("could not hand the primary role over before stopping", "err", err)
+		}
+		cancel()
 	}
 	// Drain: stop taking new RPCs, let in-flight ones finish for a grace
 	// period, then close what is left; only then stop the node so that every

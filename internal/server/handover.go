@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -79,6 +80,26 @@ func (s *Server) MoveLeader(ctx context.Context, target uint64) error {
 	case <-s.stopped:
 		return errStopped
 	}
+}
+
+// StepDown hands the primary role to a live synchronous replica before a
+// planned stop (SIGTERM), so that clients see a hand-over pause instead of
+// a failover after the peer lease. A node that does not lead, a single
+// node, and a primary whose replica is not synchronous and live do nothing
+// and return nil: they stop as they would have.
+func (s *Server) StepDown(ctx context.Context) error {
+	if s.repl == nil || s.Role() != repl.RolePrimary {
+		return nil
+	}
+	peer := s.repl.peerID.Load()
+	if peer == 0 {
+		return nil
+	}
+	err := s.MoveLeader(ctx, peer)
+	if errors.Is(err, errNotSynchronous) {
+		return nil
+	}
+	return err
 }
 
 // handingOver reports whether writes that find this node not leading
