@@ -238,7 +238,7 @@ func runServe(parent context.Context, f *serveFlags) error {
 		tr, err := ddsnet.New(ddsnet.Config{
 			DDS: dds.Config{
 				Domain: f.cluster.ddsDomain, Interface: plan.iface, Peers: []string{plan.peer.host},
-				WhcHigh: whc, ExtraXML: plan.extraXML,
+				WhcHigh: whc, SecurityXML: plan.securityXML, ExtraXML: plan.extraXML,
 			},
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
@@ -250,7 +250,7 @@ func runServe(parent context.Context, f *serveFlags) error {
 		cfg.Repl = &plan.repl
 		log.Info("two-zone pair", "self", plan.self.name, "peer", plan.peer.name, "peer-host", plan.peer.host,
 			"cluster-id", fmt.Sprintf("%x", plan.clusterID), "member-id", fmt.Sprintf("%x", plan.memberID),
-			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "preferred", plan.repl.Preferred)
+			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "dds-security", plan.securityXML != "", "preferred", plan.repl.Preferred)
 	}
 
 	node, err := server.New(cfg)

@@ -236,7 +236,7 @@ func TestWrite(t *testing.T) {
 		{name: "node without hosts", edit: func(p *Plan) { p.Nodes[0].Hosts = nil }, wantErr: "no host"},
 		{name: "bad name", edit: func(p *Plan) { p.Nodes[0].Name = "../x" }, wantErr: "node name"},
 		{name: "client named like a node", edit: func(p *Plan) { p.Clients = []string{"a"} }, wantErr: "already a node"},
-		{name: "domain out of range", edit: func(p *Plan) { p.Domain = 233 }, wantErr: "out of range"},
+		{name: "domain out of range", edit: func(p *Plan) { p.Domain = 231 }, wantErr: "out of range"},
 		{name: "no validity", edit: func(p *Plan) { p.Validity = 0 }, wantErr: "validity"},
 	}
 	for _, tc := range tests {

@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// AnyDomain in a domain field means every DDS domain (0..232).
+// AnyDomain in a domain field means every DDS domain that DDS Security
+// can name: Cyclone's governance and permissions parsers refuse ids above
+// 230 (plain DDS allows 232).
 const AnyDomain = -1
 
 // domainsXML is the <domains> element for domain (a single id or all).
 func domainsXML(domain int) string {
 	if domain == AnyDomain {
-		return "<domains><id_range><min>0</min><max>232</max></id_range></domains>"
+		return "<domains><id_range><min>0</min><max>230</max></id_range></domains>"
 	}
 	return fmt.Sprintf("<domains><id>%d</id></domains>", domain)
 }

@@ -74,8 +74,8 @@ func (p *Plan) check() error {
 	if p.Validity <= 0 {
 		return errors.New("certs: validity must be positive")
 	}
-	if p.Domain != AnyDomain && (p.Domain < 0 || p.Domain > 232) {
-		return fmt.Errorf("certs: DDS domain %d out of range 0..232", p.Domain)
+	if p.Domain != AnyDomain && (p.Domain < 0 || p.Domain > 230) {
+		return fmt.Errorf("certs: DDS domain %d out of range 0..230 (DDS Security)", p.Domain)
 	}
 	seen := map[string]string{}
 	name := func(kind, n string) error {

@@ -3,10 +3,13 @@ package certs
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/smallstep/pkcs7"
@@ -79,7 +82,11 @@ func (ca *CA) SignSMIME(doc []byte) ([]byte, error) {
 // VerifySMIME checks a document made by SignSMIME (or by `openssl smime
 // -sign -text`) the way Cyclone does: the signature must verify and its
 // signer must be ca's certificate itself. It returns the XML document.
-func (ca *CA) VerifySMIME(msg []byte) ([]byte, error) {
+func (ca *CA) VerifySMIME(msg []byte) ([]byte, error) { return VerifySMIME(msg, ca.Cert) }
+
+// VerifySMIME checks that msg is an S/MIME signed document whose signer is
+// the certificate signer itself, and returns the document.
+func VerifySMIME(msg []byte, signer *x509.Certificate) ([]byte, error) {
 	content, sig, err := splitSMIME(msg)
 	if err != nil {
 		return nil, err
@@ -92,7 +99,7 @@ func (ca *CA) VerifySMIME(msg []byte) ([]byte, error) {
 	if err := p7.Verify(); err != nil {
 		return nil, fmt.Errorf("certs: signature does not verify: %w", err)
 	}
-	if s := p7.GetOnlySigner(); s == nil || !s.Equal(ca.Cert) {
+	if s := p7.GetOnlySigner(); s == nil || !s.Equal(signer) {
 		return nil, errors.New("certs: document is not signed by this CA")
 	}
 	doc, ok := bytes.CutPrefix(content, []byte(textHeader))
@@ -100,6 +107,29 @@ func (ca *CA) VerifySMIME(msg []byte) ([]byte, error) {
 		return nil, errors.New("certs: signed part is not text/plain")
 	}
 	return doc, nil
+}
+
+// VerifySMIMEFile is VerifySMIME on files: the document and a PEM file
+// whose first certificate is the signer.
+func VerifySMIMEFile(docFile, signerFile string) error {
+	msg, err := os.ReadFile(docFile)
+	if err != nil {
+		return err
+	}
+	p, err := os.ReadFile(signerFile)
+	if err != nil {
+		return err
+	}
+	b, _ := pem.Decode(p)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return fmt.Errorf("certs: %s: no PEM certificate", signerFile)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return fmt.Errorf("certs: %s: %w", signerFile, err)
+	}
+	_, err = VerifySMIME(msg, c)
+	return err
 }
 
 // splitSMIME returns the signed part (canonical, as signed) and the DER
