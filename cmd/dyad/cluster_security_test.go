@@ -34,7 +34,9 @@ func TestPeerSecurityFlags(t *testing.T) {
 	}{
 		{name: "no flags: off", edit: func(f *peerSecurityFlags) { *f = peerSecurityFlags{pluginDir: dds.DefaultSecurityPluginDir} }, off: true},
 		{name: "complete", edit: func(*peerSecurityFlags) {}},
-		{name: "one flag alone", edit: func(f *peerSecurityFlags) { *f = peerSecurityFlags{certFile: files.PeerCert, pluginDir: dds.DefaultSecurityPluginDir} }, wantErr: "needs --peer-key-file"},
+		{name: "one flag alone", edit: func(f *peerSecurityFlags) {
+			*f = peerSecurityFlags{certFile: files.PeerCert, pluginDir: dds.DefaultSecurityPluginDir}
+		}, wantErr: "needs --peer-key-file"},
 		{name: "governance signed by another CA", edit: func(f *peerSecurityFlags) { f.governanceFile = filepath.Join(other, certs.GovernanceFile) },
 			wantErr: "--dds-governance-file: certs: document is not signed by this CA"},
 		{name: "permissions CA given apart", edit: func(f *peerSecurityFlags) { f.permissionsCAFile = filepath.Join(other, certs.CACertFile) },
