@@ -65,14 +65,17 @@ func Governance(domain int) []byte {
 
 // Grant gives one participant identity (by certificate subject) the right
 // to publish and subscribe the topics matching Topics (fnmatch patterns) in
-// Domain, from NotBefore to NotAfter. Everything else is denied.
+// Domain, from NotBefore to NotAfter. Everything else is denied. Without
+// Partitions only the default partition is granted (dyad uses no
+// partitions); Partitions lists partition patterns instead.
 type Grant struct {
-	Name      string
-	Subject   string // RFC 2253 form, e.g. "CN=a,O=dyad"
-	Domain    int
-	Topics    []string
-	NotBefore time.Time
-	NotAfter  time.Time
+	Name       string
+	Subject    string // RFC 2253 form, e.g. "CN=a,O=dyad"
+	Domain     int
+	Topics     []string
+	Partitions []string
+	NotBefore  time.Time
+	NotAfter   time.Time
 }
 
 // permTime is the xs:dateTime form Cyclone parses (UTC, no zone suffix).
@@ -85,16 +88,25 @@ func Permissions(grants []Grant) []byte {
 	b.WriteString("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<dds>\n  <permissions>\n")
 	for _, g := range grants {
 		var topics bytes.Buffer
+		topics.WriteString("<topics>")
 		for _, t := range g.Topics {
 			fmt.Fprintf(&topics, "<topic>%s</topic>", escText(t))
+		}
+		topics.WriteString("</topics>")
+		if len(g.Partitions) > 0 {
+			topics.WriteString("<partitions>")
+			for _, p := range g.Partitions {
+				fmt.Fprintf(&topics, "<partition>%s</partition>", escText(p))
+			}
+			topics.WriteString("</partitions>")
 		}
 		fmt.Fprintf(&b, `    <grant name="%s">
       <subject_name>%s</subject_name>
       <validity><not_before>%s</not_before><not_after>%s</not_after></validity>
       <allow_rule>
         %s
-        <publish><topics>%s</topics></publish>
-        <subscribe><topics>%s</topics></subscribe>
+        <publish>%s</publish>
+        <subscribe>%s</subscribe>
       </allow_rule>
       <default>DENY</default>
     </grant>

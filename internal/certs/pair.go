@@ -33,6 +33,9 @@ type Plan struct {
 	// Topics are the topic patterns the permissions grant (default
 	// "dyad_*", the replication topics).
 	Topics []string
+	// Partitions are the partition patterns granted; none: the default
+	// partition only, which is all dyad uses.
+	Partitions []string
 	// Now and Validity bound every certificate and grant. A new CA is
 	// valid for ten times Validity.
 	Now      time.Time
@@ -195,7 +198,7 @@ func Write(p Plan) ([]string, error) {
 		if notAfter.After(ca.Cert.NotAfter) {
 			notAfter = ca.Cert.NotAfter
 		}
-		grants = append(grants, Grant{Name: n.Name, Subject: p.Subject(n.Name), Domain: p.Domain, Topics: p.Topics, NotBefore: from, NotAfter: notAfter})
+		grants = append(grants, Grant{Name: n.Name, Subject: p.Subject(n.Name), Domain: p.Domain, Topics: p.Topics, Partitions: p.Partitions, NotBefore: from, NotAfter: notAfter})
 	}
 	for _, c := range p.Clients {
 		kp, err := ca.Issue(Request{Subject: pkix.Name{CommonName: c, Organization: []string{p.org()}}, Usage: UsageClient, NotBefore: from, Validity: p.Validity})
