@@ -215,6 +215,17 @@ type perfRun struct {
 	secure  bool
 }
 
+// pathTimeout bounds one dyad path (all sizes): 2 ms per round trip (about
+// ten times a slow secured one), the throughput phase, and 20 s per size
+// for start-up, discovery and the security handshake.
+func (r perfRun) pathTimeout() time.Duration {
+	perSize := time.Duration(r.count)*2*time.Millisecond + 20*time.Second
+	if !r.noTput {
+		perSize += r.tputDur
+	}
+	return time.Duration(len(r.sizes)) * perSize
+}
+
 // perfVariant is one configuration every system runs in: plain, and with
 // --secure also secured.
 type perfVariant struct {
@@ -298,10 +309,18 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 			bar.Describe(name)
 			a, b := v.jobA, v.jobB
 			a.Net, b.Net = path.net, path.net
-			rows, err := perfPath(ctx, self, pair, a, b, path.inline)
+			// A path that stops making progress (seen once with DDS Security,
+			// not reproduced) becomes an error row instead of a hung run.
+			pctx, cancel := context.WithTimeout(ctx, r.pathTimeout())
+			rows, err := perfPath(pctx, self, pair, a, b, path.inline)
+			timedOut := pctx.Err() == context.DeadlineExceeded
+			cancel()
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
+				}
+				if timedOut {
+					err = fmt.Errorf("no result within %v: %w", r.pathTimeout(), err)
 				}
 				res.Rows = append(res.Rows, perf.Row{System: name, Err: err.Error()})
 			}
