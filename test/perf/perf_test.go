@@ -59,7 +59,11 @@ func TestPerfSmoke(t *testing.T) {
 	if haveDdsperf {
 		want["ddsperf"] = false
 	}
+	plain := make([]string, 0, len(want))
 	for s := range want {
+		plain = append(plain, s)
+	}
+	for _, s := range plain {
 		want[s+perf.SecureSuffix] = false
 	}
 	for _, r := range res.Rows {
