@@ -249,6 +249,9 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 		return nil, err
 	}
 	if sec != nil {
+		if c.ddsDomain > 230 {
+			return nil, fmt.Errorf("--dds-domain %d: DDS Security governs domains 0-230 only", c.ddsDomain)
+		}
 		if p.securityXML, err = sec.XML(); err != nil {
 			return nil, err
 		}

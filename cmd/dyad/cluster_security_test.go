@@ -67,3 +67,51 @@ func TestPeerSecurityFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanSecurity: the pair plan carries the <Security> element exactly
+// when DDS Security is configured, and refuses domains DDS Security cannot
+// govern.
+func TestPlanSecurity(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(dds.DefaultSecurityPluginDir, "libdds_security_auth.so")); err != nil {
+		t.Skip("Cyclone DDS Security plugins not installed")
+	}
+	dir := t.TempDir()
+	if _, err := certs.Write(certs.Plan{Dir: dir, Nodes: []certs.Node{{Name: "a", Hosts: []string{"127.0.0.1"}}}, Now: time.Now(), Validity: time.Hour, Domain: certs.AnyDomain}); err != nil {
+		t.Fatal(err)
+	}
+	f := certs.Files(dir, "a")
+	sec := peerSecurityFlags{certFile: f.PeerCert, keyFile: f.PeerKey, trustedCAFile: filepath.Join(dir, certs.CACertFile),
+		governanceFile: filepath.Join(dir, certs.GovernanceFile), permissionsFile: filepath.Join(dir, certs.PermissionsFile), pluginDir: dds.DefaultSecurityPluginDir}
+	base := clusterFlags{initialCluster: "a=http://127.0.0.1:2380,b=http://127.0.0.2:2380", initialClusterState: "new",
+		splitBrainPolicy: "preferred", peerLease: time.Second, ackTimeout: 2 * time.Second}
+	tests := []struct {
+		name    string
+		sec     peerSecurityFlags
+		domain  uint32
+		want    string // substring of the security XML; "" for none
+		wantErr string
+	}{
+		{name: "plain", sec: peerSecurityFlags{pluginDir: dds.DefaultSecurityPluginDir}},
+		{name: "secured", sec: sec, domain: 230, want: "<IdentityCertificate>file:" + f.PeerCert + "</IdentityCertificate>"},
+		{name: "secured, domain beyond 230", sec: sec, domain: 231, wantErr: "0-230"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			c.sec, c.ddsDomain = tc.sec, tc.domain
+			p, err := c.plan("a")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (p.securityXML == "") != (tc.want == "") || !strings.Contains(p.securityXML, tc.want) {
+				t.Fatalf("security XML %q, want it to contain %q", p.securityXML, tc.want)
+			}
+		})
+	}
+}
