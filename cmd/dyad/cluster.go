@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/dyad-db/dyad/internal/certs"
+	"github.com/dyad-db/dyad/internal/dds"
 	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/server"
 )
@@ -35,6 +38,67 @@ type clusterFlags struct {
 	fenceCommand        string
 	logRetentionBytes   int64
 	logRetentionAge     time.Duration
+	sec                 peerSecurityFlags
+}
+
+// peerSecurityFlags turn on DDS Security for replication. Names follow
+// etcd's --peer-* TLS flags where the meaning carries over: the peer
+// certificate is the DDS identity, the peer trusted CA is the identity CA
+// (and, unless --dds-permissions-ca-file says otherwise, the CA that signed
+// the governance and permissions documents).
+type peerSecurityFlags struct {
+	certFile, keyFile, trustedCAFile string
+	governanceFile, permissionsFile  string
+	permissionsCAFile, pluginDir     string
+}
+
+func (s *peerSecurityFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&s.certFile, "peer-cert-file", "", "DDS Security: this node's identity certificate (dyad certs: NAME-peer.crt). Setting any --peer-*/--dds-*-file flag turns DDS Security on, and then all are required.")
+	fl.StringVar(&s.keyFile, "peer-key-file", "", "DDS Security: the identity's private key (NAME-peer.key).")
+	fl.StringVar(&s.trustedCAFile, "peer-trusted-ca-file", "", "DDS Security: the CA that signs both nodes' identities (ca.crt).")
+	fl.StringVar(&s.governanceFile, "dds-governance-file", "", "DDS Security: the S/MIME-signed governance document (governance.p7s).")
+	fl.StringVar(&s.permissionsFile, "dds-permissions-file", "", "DDS Security: the S/MIME-signed permissions document (permissions.p7s).")
+	fl.StringVar(&s.permissionsCAFile, "dds-permissions-ca-file", "", "DDS Security: the CA that signed governance and permissions (default: --peer-trusted-ca-file).")
+	fl.StringVar(&s.pluginDir, "dds-security-plugin-dir", dds.DefaultSecurityPluginDir, "Directory of Cyclone's libdds_security_{auth,ac,crypto}.so.")
+}
+
+// config returns the DDS Security configuration, or nil when no flag asks
+// for it. The signed documents are checked here against the permissions CA
+// so that a wrong file is a clear start-up error rather than Cyclone's
+// opaque failure to create the participant.
+func (s *peerSecurityFlags) config() (*dds.Security, error) {
+	if *s == (peerSecurityFlags{pluginDir: s.pluginDir}) {
+		return nil, nil
+	}
+	sec := &dds.Security{
+		IdentityCA: s.trustedCAFile, IdentityCert: s.certFile, PrivateKey: s.keyFile,
+		PermissionsCA: s.permissionsCAFile, Governance: s.governanceFile, Permissions: s.permissionsFile,
+		PluginDir: s.pluginDir,
+	}
+	if sec.PermissionsCA == "" {
+		sec.PermissionsCA = s.trustedCAFile
+	}
+	for _, f := range []struct{ flag, val string }{
+		{"--peer-cert-file", s.certFile}, {"--peer-key-file", s.keyFile}, {"--peer-trusted-ca-file", s.trustedCAFile},
+		{"--dds-governance-file", s.governanceFile}, {"--dds-permissions-file", s.permissionsFile},
+	} {
+		if f.val == "" {
+			return nil, fmt.Errorf("DDS Security needs %s (with --peer-cert-file, --peer-key-file, --peer-trusted-ca-file, --dds-governance-file and --dds-permissions-file)", f.flag)
+		}
+	}
+	if err := sec.Check(); err != nil {
+		return nil, err
+	}
+	if _, err := tls.LoadX509KeyPair(s.certFile, s.keyFile); err != nil {
+		return nil, fmt.Errorf("--peer-cert-file/--peer-key-file: %w", err)
+	}
+	if err := certs.VerifySMIMEFile(s.governanceFile, sec.PermissionsCA); err != nil {
+		return nil, fmt.Errorf("--dds-governance-file: %w", err)
+	}
+	if err := certs.VerifySMIMEFile(s.permissionsFile, sec.PermissionsCA); err != nil {
+		return nil, fmt.Errorf("--dds-permissions-file: %w", err)
+	}
+	return sec, nil
 }
 
 func (c *clusterFlags) register(fl *pflag.FlagSet) {
@@ -49,6 +113,7 @@ func (c *clusterFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.preferredZone, "preferred-zone", "", "Name of the member in the preferred zone: it starts a new pair and wins split brain (with --split-brain-policy preferred). Default: the first member of --initial-cluster.")
 	fl.StringVar(&c.splitBrainPolicy, "split-brain-policy", "preferred", "After a split brain in which both sides acknowledged writes alone, the preferred zone's history wins and the other node's diverged writes become conflict records (see \"dyad resolve\"). \"preferred\": the other node then resyncs and serves again at once. \"manual\": it stops serving until an operator runs \"dyad resolve accept\" on it.")
 	fl.StringVar(&c.fenceCommand, "fence-command", "", "Command run (through /bin/sh) before this node promotes itself; if it fails there is no promotion. Empty: no fencing.")
+	c.sec.register(fl)
 	fl.Int64Var(&c.logRetentionBytes, "log-retention-bytes", 1<<30, "Keep at most this many bytes of replication log for catch-up.")
 	fl.DurationVar(&c.logRetentionAge, "log-retention-age", 2*time.Hour, "Trim replication log entries older than this (the newest 10000 always stay). A zone away for less than this catches up from the log, not from a snapshot.")
 }
@@ -108,6 +173,9 @@ type pairPlan struct {
 	repl       server.ReplConfig
 	iface      string
 	extraXML   string
+	// securityXML is the Cyclone <Security> element, empty without DDS
+	// Security.
+	securityXML string
 }
 
 func (c *clusterFlags) plan(name string) (*pairPlan, error) {
@@ -175,6 +243,18 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 	p.iface = c.ddsInterface
 	if ip := net.ParseIP(p.self.host); p.iface == "" && ip != nil && ip.IsLoopback() {
 		p.iface = "lo"
+	}
+	sec, err := c.sec.config()
+	if err != nil {
+		return nil, err
+	}
+	if sec != nil {
+		if c.ddsDomain > 230 {
+			return nil, fmt.Errorf("--dds-domain %d: DDS Security governs domains 0-230 only", c.ddsDomain)
+		}
+		if p.securityXML, err = sec.XML(); err != nil {
+			return nil, err
+		}
 	}
 	p.extraXML = c.ddsConfig
 	if strings.HasPrefix(p.extraXML, "@") {

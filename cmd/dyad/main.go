@@ -26,7 +26,7 @@ single-node store; two nodes, one per zone, replicate over DDS.
 Run "dyad serve --help" for the server's flags.`,
 		SilenceUsage: true,
 	}
-	root.AddCommand(serveCmd(), versionCmd(), benchCmd(), snapshotCmd(), statusCmd(), forcePrimaryCmd(), resolveCmd(), perfCmd())
+	root.AddCommand(serveCmd(), versionCmd(), benchCmd(), snapshotCmd(), statusCmd(), forcePrimaryCmd(), resolveCmd(), perfCmd(), certsCmd())
 	if err := root.Execute(); err != nil {
 		os.Exit(1)
 	}

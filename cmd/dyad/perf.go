@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/dyad-db/dyad/internal/certs"
 	"github.com/dyad-db/dyad/internal/dds"
 	"github.com/dyad-db/dyad/internal/perf"
 )
@@ -28,6 +30,7 @@ type perfJob struct {
 	Domain   uint32
 	Iface    string
 	Peer     string
+	Security string // Cyclone <Security> element; empty: plain DDS
 	ExtraXML string
 	Inline   bool
 	Net      bool // the replication path (ddsnet) instead of the raw binding
@@ -37,7 +40,7 @@ type perfJob struct {
 }
 
 func (j perfJob) config() dds.Config {
-	return dds.Config{Domain: j.Domain, Interface: j.Iface, Peers: []string{j.Peer}, LeaseDuration: time.Second, ExtraXML: j.ExtraXML}
+	return dds.Config{Domain: j.Domain, Interface: j.Iface, Peers: []string{j.Peer}, LeaseDuration: time.Second, SecurityXML: j.Security, ExtraXML: j.ExtraXML}
 }
 
 // perfPaths are dyad's receive paths measured by perf. "inline" handles
@@ -57,7 +60,7 @@ func perfCmd() *cobra.Command {
 		count                                        int
 		tputDur, delay                               time.Duration
 		domain                                       uint32
-		noTput                                       bool
+		noTput, secure                               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "perf",
@@ -77,9 +80,12 @@ dyad-ddsnet (round trips through internal/ddsnet, the transport replication
 uses, ping as a Log message and pong as an Ack; no throughput phase).
 Ratios are dyad ÷ ddsperf at the same size.
 
-DDS Security: put the <Security> element (or any Cyclone configuration) in a
-file and pass it with --dds-config; it is applied to both ends of both dyad
-and ddsperf.`,
+DDS Security: --secure makes a CA, an identity per end, and governance and
+permissions documents (as "dyad certs" does, topics "*" so ddsperf's topics are
+allowed too) and runs every system twice in the same run, plain and secured
+("<system> +sec": authentication, encrypted discovery, liveliness, metadata and
+data, access control); a second table gives secured ÷ plain. Any other
+Cyclone configuration can still be passed with --dds-config.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -110,7 +116,7 @@ and ddsperf.`,
 				ddsperfBin, _ = exec.LookPath("ddsperf")
 			}
 			return runPerf(ctx, cmd, perfRun{sizes: sz, count: count, tputDur: tputDur, domain: domain,
-				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput})
+				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, secure: secure})
 		},
 	}
 	f := cmd.Flags()
@@ -118,6 +124,7 @@ and ddsperf.`,
 	f.IntVar(&count, "count", 5000, "round trips per size and system")
 	f.DurationVar(&tputDur, "tput-duration", 3*time.Second, "throughput phase length per size and system")
 	f.BoolVar(&noTput, "no-throughput", false, "skip the throughput phase")
+	f.BoolVar(&secure, "secure", false, "also run every system with DDS Security and report secured ÷ plain")
 	f.Uint32Var(&domain, "domain", 7, "DDS domain ID used inside the private namespaces")
 	f.StringVar(&ddsConfig, "dds-config", "", "file with extra Cyclone XML inserted in <Domain> on both ends (e.g. a <Security> element for DDS Security)")
 	f.StringVar(&ddsperfBin, "ddsperf", "", "path of Cyclone's ddsperf (default: from PATH; if absent the baseline is skipped)")
@@ -205,6 +212,29 @@ type perfRun struct {
 	ddsperf string
 	out     string
 	noTput  bool
+	secure  bool
+}
+
+// pathTimeout bounds one dyad path (all sizes): 2 ms per round trip (about
+// ten times a slow secured one), the throughput phase, and 20 s per size
+// for start-up, discovery and the security handshake.
+func (r perfRun) pathTimeout() time.Duration {
+	perSize := time.Duration(r.count)*2*time.Millisecond + 20*time.Second
+	if !r.noTput {
+		perSize += r.tputDur
+	}
+	return time.Duration(len(r.sizes)) * perSize
+}
+
+// perfVariant is one configuration every system runs in: plain, and with
+// --secure also secured.
+type perfVariant struct {
+	suffix     string
+	jobA, jobB perfJob
+	// ddsperfExtra lengthens ddsperf's publishing phase: a secured pub
+	// spends its first fraction of a second authenticating, and ddsperf
+	// reports only whole seconds with data (its best one counts).
+	ddsperfExtra time.Duration
 }
 
 func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
@@ -228,10 +258,25 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 		jobB.TputDur = r.tputDur
 	}
 	res := &perf.Results{Start: time.Now(), Host: host, Baseline: "ddsperf", Config: jobB.config().XML()}
+	variants := []perfVariant{{"", jobA, jobB, 0}}
+	if r.secure {
+		dir, err := os.MkdirTemp("", "dyadperf-pki-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		secA, secB, err := perfSecurity(dir, pair, r.domain)
+		if err != nil {
+			return err
+		}
+		sa, sb := jobA, jobB
+		sa.Security, sb.Security = secA, secB
+		variants = append(variants, perfVariant{perf.SecureSuffix, sa, sb, time.Second})
+	}
 
-	steps := len(perfPaths)
+	steps := len(perfPaths) * len(variants)
 	if r.ddsperf != "" {
-		steps += len(r.sizes)
+		steps += len(r.sizes) * len(variants)
 	}
 	bar := progressbar.NewOptions(steps, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
 		progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true), progressbar.OptionSetDescription("ddsperf"))
@@ -239,43 +284,56 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 		// ddsperf's ping runs for a time, not a count: give it about as long
 		// as dyad's count takes at ~10k round trips/s, at least 3s.
 		pingDur := max(3*time.Second, time.Duration(r.count)*100*time.Microsecond)
-		d := perf.Ddsperf{Bin: r.ddsperf, Pair: pair, Domain: r.domain, XMLA: jobA.config().XML(), XMLB: jobB.config().XML()}
-		for _, sz := range r.sizes {
-			bar.Describe(fmt.Sprintf("ddsperf %dB", sz))
-			row := perf.Row{System: "ddsperf", Size: sz}
-			var errs []string
-			if row.RTT, err = d.Ping(ctx, sz, pingDur); err != nil {
-				errs = append(errs, err.Error())
-			}
-			if !r.noTput {
-				if row.Tput, err = d.PubSub(ctx, sz, r.tputDur); err != nil {
+		for _, v := range variants {
+			d := perf.Ddsperf{Bin: r.ddsperf, Pair: pair, Domain: r.domain, XMLA: v.jobA.config().XML(), XMLB: v.jobB.config().XML()}
+			for _, sz := range r.sizes {
+				bar.Describe(fmt.Sprintf("ddsperf%s %dB", v.suffix, sz))
+				row := perf.Row{System: "ddsperf" + v.suffix, Size: sz}
+				var errs []string
+				if row.RTT, err = d.Ping(ctx, sz, pingDur); err != nil {
 					errs = append(errs, err.Error())
 				}
-			}
-			row.Err = strings.Join(errs, "; ")
-			res.Rows = append(res.Rows, row)
-			bar.Add(1)
-			if ctx.Err() != nil {
-				return ctx.Err()
+				if !r.noTput {
+					if row.Tput, err = d.PubSub(ctx, sz, r.tputDur+v.ddsperfExtra); err != nil {
+						errs = append(errs, err.Error())
+					}
+				}
+				row.Err = strings.Join(errs, "; ")
+				res.Rows = append(res.Rows, row)
+				bar.Add(1)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 			}
 		}
 	}
 	for _, path := range perfPaths {
-		bar.Describe(path.name)
-		a, b := jobA, jobB
-		a.Net, b.Net = path.net, path.net
-		rows, err := perfPath(ctx, self, pair, a, b, path.inline)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		for _, v := range variants {
+			name := path.name + v.suffix
+			bar.Describe(name)
+			a, b := v.jobA, v.jobB
+			a.Net, b.Net = path.net, path.net
+			// A path that stops making progress (seen once with DDS Security,
+			// not reproduced) becomes an error row instead of a hung run.
+			pctx, cancel := context.WithTimeout(ctx, r.pathTimeout())
+			rows, err := perfPath(pctx, self, pair, a, b, path.inline)
+			timedOut := pctx.Err() == context.DeadlineExceeded
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if timedOut {
+					err = fmt.Errorf("no result within %v: %w", r.pathTimeout(), err)
+				}
+				res.Rows = append(res.Rows, perf.Row{System: name, Err: err.Error()})
 			}
-			res.Rows = append(res.Rows, perf.Row{System: path.name, Err: err.Error()})
+			for _, row := range rows {
+				row.System = name
+				res.Rows = append(res.Rows, row)
+			}
+			bar.Add(1)
 		}
-		for _, row := range rows {
-			row.System = path.name
-			res.Rows = append(res.Rows, row)
-		}
-		bar.Add(1)
 	}
 	bar.Finish()
 	fmt.Fprintln(cmd.ErrOrStderr())
@@ -286,6 +344,34 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 		return res.Save(r.out)
 	}
 	return nil
+}
+
+// perfSecurity writes DDS Security material for the two ends into dir (end
+// a is node "a" at pair.AddrA, b node "b") and returns each end's
+// <Security> element. Topics and partitions "*": the perf protocol's and
+// ddsperf's topics are not dyad's replication topics, and ddsperf uses
+// partitions.
+func perfSecurity(dir string, pair *perf.Pair, domain uint32) (string, string, error) {
+	if _, err := certs.Write(certs.Plan{Dir: dir, Nodes: []certs.Node{{Name: "a", Hosts: []string{pair.AddrA}}, {Name: "b", Hosts: []string{pair.AddrB}}},
+		Clients: []string{}, Domain: int(domain), Topics: []string{"*"}, Partitions: []string{"*"}, Now: time.Now(), Validity: 24 * time.Hour}); err != nil {
+		return "", "", err
+	}
+	xml := func(node string) (string, error) {
+		f := certs.Files(dir, node)
+		ca := filepath.Join(dir, certs.CACertFile)
+		s := dds.Security{IdentityCA: ca, IdentityCert: f.PeerCert, PrivateKey: f.PeerKey, PermissionsCA: ca,
+			Governance: filepath.Join(dir, certs.GovernanceFile), Permissions: filepath.Join(dir, certs.PermissionsFile)}
+		if err := s.Check(); err != nil {
+			return "", err
+		}
+		return s.XML()
+	}
+	a, err := xml("a")
+	if err != nil {
+		return "", "", err
+	}
+	b, err := xml("b")
+	return a, b, err
 }
 
 // perfPath runs one dyad receive path: responder child in namespace A,

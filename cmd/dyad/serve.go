@@ -77,7 +77,7 @@ units and manifests carry over.`,
 	fl.StringVar(&f.autoCompactionRet, "auto-compaction-retention", "0", "Auto compaction retention: a duration or hours for periodic (\"1h\", \"30m\", \"1\"), a revision count for revision. 0 disables.")
 	fl.StringVar(&f.certFile, "cert-file", "", "Path to the client server TLS certificate.")
 	fl.StringVar(&f.keyFile, "key-file", "", "Path to the client server TLS key.")
-	fl.StringVar(&f.trustedCAFile, "trusted-ca-file", "", "Path to the CA bundle that signs client certificates (with --client-cert-auth).")
+	fl.StringVar(&f.trustedCAFile, "trusted-ca-file", "", "Path to the CA bundle that signs client certificates. As in etcd, setting it requires and verifies client certificates (mTLS) whatever --client-cert-auth says.")
 	fl.BoolVar(&f.clientCertAuth, "client-cert-auth", false, "Require and verify client certificates signed by --trusted-ca-file (mTLS).")
 	fl.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
 	fl.StringVar(&f.logFormat, "log-format", "json", "Log format on stderr: json or text.")
@@ -153,10 +153,12 @@ func tlsConfig(f *serveFlags) (*tls.Config, error) {
 		}
 		cfg.ClientCAs = pool
 	}
-	if f.clientCertAuth {
-		if cfg.ClientCAs == nil {
-			return nil, errors.New("--client-cert-auth needs --trusted-ca-file")
-		}
+	if f.clientCertAuth && cfg.ClientCAs == nil {
+		return nil, errors.New("--client-cert-auth needs --trusted-ca-file")
+	}
+	// As in etcd, --trusted-ca-file alone turns client certificate
+	// authentication on: a site that moves etcd's flags over keeps mTLS.
+	if cfg.ClientCAs != nil {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
@@ -238,7 +240,7 @@ func runServe(parent context.Context, f *serveFlags) error {
 		tr, err := ddsnet.New(ddsnet.Config{
 			DDS: dds.Config{
 				Domain: f.cluster.ddsDomain, Interface: plan.iface, Peers: []string{plan.peer.host},
-				WhcHigh: whc, ExtraXML: plan.extraXML,
+				WhcHigh: whc, SecurityXML: plan.securityXML, ExtraXML: plan.extraXML,
 			},
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
@@ -250,7 +252,7 @@ func runServe(parent context.Context, f *serveFlags) error {
 		cfg.Repl = &plan.repl
 		log.Info("two-zone pair", "self", plan.self.name, "peer", plan.peer.name, "peer-host", plan.peer.host,
 			"cluster-id", fmt.Sprintf("%x", plan.clusterID), "member-id", fmt.Sprintf("%x", plan.memberID),
-			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "preferred", plan.repl.Preferred)
+			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "dds-security", plan.securityXML != "", "preferred", plan.repl.Preferred)
 	}
 
 	node, err := server.New(cfg)
@@ -327,7 +329,7 @@ func runServe(parent context.Context, f *serveFlags) error {
 		}(l)
 	}
 	log.Info("serving", "name", f.name, "client-urls", f.listenClientURLs, "metrics-urls", f.listenMetricsURLs,
-		"tls", tlsCfg != nil, "client-cert-auth", f.clientCertAuth, "etcd-version", server.EtcdVersion, "dyad-version", Version)
+		"tls", tlsCfg != nil, "client-cert-auth", tlsCfg != nil && tlsCfg.ClientAuth == tls.RequireAndVerifyClientCert, "etcd-version", server.EtcdVersion, "dyad-version", Version)
 
 	var runErr error
 	select {

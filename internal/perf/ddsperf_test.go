@@ -61,3 +61,31 @@ func TestParseSub(t *testing.T) {
 		})
 	}
 }
+
+func TestSecureCells(t *testing.T) {
+	us := time.Microsecond
+	res := Results{Baseline: "ddsperf", Rows: []Row{
+		{System: "ddsperf", Size: 64, RTT: RTT{P50: 40 * us, P99: 100 * us}, Tput: Tput{Rate: 1000}},
+		{System: "ddsperf" + SecureSuffix, Size: 64, RTT: RTT{P50: 80 * us, P99: 150 * us}, Tput: Tput{Rate: 400}},
+		{System: "dyad-ddsnet", Size: 64, RTT: RTT{P50: 100 * us, P99: 200 * us}},
+		{System: "dyad-ddsnet" + SecureSuffix, Size: 64, RTT: RTT{P50: 250 * us, P99: 300 * us}},
+		{System: "dyad-ddsnet" + SecureSuffix, Size: 1024, RTT: RTT{P50: 250 * us}}, // no plain row: skipped
+		{System: "dyad-inline" + SecureSuffix, Size: 64, Err: "failed"},             // failed: skipped
+		{System: "dyad-inline", Size: 64, RTT: RTT{P50: 50 * us}},
+	}}
+	got := res.secureCells()
+	want := [][]string{
+		{"ddsperf", "64", "2.00", "1.50", "0.40"},
+		{"dyad-ddsnet", "64", "2.50", "1.50", "-"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Errorf("row %d col %d = %q, want %q (%v)", i, j, got[i][j], want[i][j], got[i])
+			}
+		}
+	}
+}

@@ -94,6 +94,32 @@ func (r *Results) cells() [][]string {
 	return out
 }
 
+// SecureSuffix marks a system's secured variant ("dyad-ddsnet +sec"): the
+// same system with DDS Security on, measured in the same run.
+const SecureSuffix = " +sec"
+
+func secureHeader() []string {
+	return []string{"system", "size", "p50 sec ÷ plain", "p99 sec ÷ plain", "tput sec ÷ plain"}
+}
+
+// secureCells pairs every secured row with its plain row of the same size.
+func (r *Results) secureCells() [][]string {
+	var out [][]string
+	for _, x := range r.Rows {
+		plain, ok := strings.CutSuffix(x.System, SecureSuffix)
+		if !ok || x.Err != "" {
+			continue
+		}
+		p, found := r.find(plain, x.Size)
+		if !found || p.Err != "" {
+			continue
+		}
+		out = append(out, []string{plain, fmt.Sprint(x.Size), ratio(float64(x.RTT.P50), float64(p.RTT.P50)),
+			ratio(float64(x.RTT.P99), float64(p.RTT.P99)), ratio(x.Tput.Rate, p.Tput.Rate)})
+	}
+	return out
+}
+
 // WriteTable writes a plain-text table (ratios are dyad ÷ baseline of the
 // same size and run; lower is better for latency, higher for throughput).
 func (r *Results) WriteTable(w io.Writer) error {
@@ -101,6 +127,13 @@ func (r *Results) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, strings.Join(header(), "\t")+"\t")
 	for _, c := range r.cells() {
 		fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
+	}
+	if sec := r.secureCells(); len(sec) > 0 {
+		fmt.Fprintln(tw, "\nDDS Security cost (same run):")
+		fmt.Fprintln(tw, strings.Join(secureHeader(), "\t")+"\t")
+		for _, c := range sec {
+			fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -128,6 +161,13 @@ func (r *Results) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
 	for _, c := range r.cells() {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+	}
+	if sec := r.secureCells(); len(sec) > 0 {
+		h := secureHeader()
+		fmt.Fprintf(w, "\nDDS Security cost, secured ÷ plain in the same run:\n\n| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
+		for _, c := range sec {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+		}
 	}
 	r.writeErrors(w)
 	return nil

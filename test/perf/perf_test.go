@@ -18,13 +18,16 @@ import (
 // system produced a round-trip summary, that throughput was measured (the
 // ddsnet path has round trips only), that
 // the report files were written, and that no namespace of the run is left.
+// It runs with --secure, so every system is also measured with DDS Security
+// (authenticated, encrypted, access-controlled) and the secured ÷ plain
+// table is printed.
 func TestPerfSmoke(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces")
 	}
 	bin := testutil.BuildDyad(t)
 	out := t.TempDir()
-	args := []string{"perf", "--sizes", "256", "--count", "300", "--tput-duration", "500ms", "--out", out}
+	args := []string{"perf", "--sizes", "256", "--count", "300", "--tput-duration", "500ms", "--secure", "--out", out}
 	_, err := exec.LookPath("ddsperf")
 	haveDdsperf := err == nil
 	cmd := exec.Command(bin, args...)
@@ -56,17 +59,27 @@ func TestPerfSmoke(t *testing.T) {
 	if haveDdsperf {
 		want["ddsperf"] = false
 	}
+	plain := make([]string, 0, len(want))
+	for s := range want {
+		plain = append(plain, s)
+	}
+	for _, s := range plain {
+		want[s+perf.SecureSuffix] = false
+	}
 	for _, r := range res.Rows {
 		if _, ok := want[r.System]; !ok {
 			continue
 		}
-		if r.Err != "" || r.Size != 256 || r.RTT.P50 <= 0 || r.RTT.P99 < r.RTT.P50 || (r.System != "dyad-ddsnet" && r.Tput.Rate <= 0) {
+		if r.Err != "" || r.Size != 256 || r.RTT.P50 <= 0 || r.RTT.P99 < r.RTT.P50 || (!strings.HasPrefix(r.System, "dyad-ddsnet") && r.Tput.Rate <= 0) {
 			t.Errorf("incomplete row %+v", r)
 		}
 		if strings.HasPrefix(r.System, "dyad") && r.RTT.Count != 300 {
 			t.Errorf("%s: %d round trips, want 300", r.System, r.RTT.Count)
 		}
 		want[r.System] = true
+	}
+	if !strings.Contains(string(stdout), "DDS Security cost") {
+		t.Error("no secured ÷ plain table in the output")
 	}
 	for s, seen := range want {
 		if !seen {

@@ -75,8 +75,15 @@ func (z *zones) cleanup() {
 	}
 }
 
-// start runs node i (0: a, 1: b) inside its namespace.
+// start runs node i (0: a, 1: b) inside its namespace, logging to
+// <name>.log.
 func (z *zones) start(i int, extra ...string) {
+	z.startLog(i, []string{"a", "b"}[i]+".log", extra...)
+}
+
+// startLog is start with the log file named: several processes can take
+// turns as node i, each with its own log.
+func (z *zones) startLog(i int, logName string, extra ...string) {
 	name := []string{"a", "b"}[i]
 	args := []string{"netns", "exec", z.ns[i], z.bin, "serve", "--name", name,
 		"--data-dir", filepath.Join(z.dir, name),
@@ -86,7 +93,7 @@ func (z *zones) start(i int, extra ...string) {
 		"--listen-client-urls", fmt.Sprintf("http://%s:2379", z.cliIP[i]),
 		"--log-format", "text"}
 	args = append(args, extra...)
-	f, err := os.OpenFile(filepath.Join(z.dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(z.dir, logName), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		z.t.Fatal(err)
 	}
