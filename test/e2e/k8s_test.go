@@ -138,7 +138,7 @@ func deployment(name string, replicas int32) *appsv1.Deployment {
 						WhenUnsatisfiable: corev1.ScheduleAnyway,
 						LabelSelector:     &metav1.LabelSelector{MatchLabels: labels},
 					}},
-					AutomountServiceAccountToken: ptr.To(false),
+					AutomountServiceAccountToken:  ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To(int64(0)),
 				},
 			},
