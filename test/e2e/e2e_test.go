@@ -21,7 +21,7 @@ var bins k8sBinsOnce
 // TestZoneLossSmoke is CI's scenario: 100 pods over both zones, then the
 // primary's zone is lost entirely and comes back.
 func TestZoneLossSmoke(t *testing.T) {
-	s := newSite(t, &bins, siteOptions{backend: backendDyad, nodesPerZone: 2})
+	s := newSite(t, &bins, siteOptions{backend: backendDyad, nodesPerZone: 2, mtls: true})
 	const app, replicas = "web", 100
 	took := s.deploy(testutil.ZoneA, app, replicas, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

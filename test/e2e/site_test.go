@@ -87,6 +87,10 @@ type siteOptions struct {
 	// bothEndpoints gives each apiserver both zones' store endpoints (its
 	// own first) instead of its own zone's only.
 	bothEndpoints bool
+	// mtls serves the store over TLS and has the apiservers (and the test)
+	// present client certificates (--client-cert-auth), with the flags a
+	// production site uses.
+	mtls bool
 }
 
 // member is one store process: a dyad node or an etcd member.
@@ -113,6 +117,7 @@ type site struct {
 	k8s   k8sBins
 	dir   string
 	token string
+	pki   *pki // nil without opts.mtls
 
 	members []*member
 	zones   [2]zoneProcs
@@ -185,6 +190,12 @@ func newSite(t *testing.T, bins *k8sBinsOnce, opts siteOptions) *site {
 	s.k8s = bins.get(t)
 	s.token = randomHex(16)
 	s.writeCommonFiles()
+	if opts.mtls {
+		if err := os.Mkdir(s.path("pki"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		s.pki = newPKI(t, s.path("pki"), []string{net.ClientIP(testutil.ZoneA), net.ClientIP(testutil.ZoneB)})
+	}
 	s.planMembers()
 	for _, m := range s.members {
 		s.startMember(m)
@@ -277,6 +288,24 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	}
 }
 
+// scheme is the store's URL scheme.
+func (s *site) scheme() string {
+	if s.pki != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// storeTLSFlags are the serving flags of a store member (dyad and etcd
+// spell them the same).
+func (s *site) storeTLSFlags() []string {
+	if s.pki == nil {
+		return nil
+	}
+	return []string{"--cert-file", s.pki.serverCert, "--key-file", s.pki.serverKey,
+		"--trusted-ca-file", s.pki.ca, "--client-cert-auth"}
+}
+
 // planMembers decides the store members and their command lines.
 func (s *site) planMembers() {
 	ip := func(z testutil.Zone) string { return s.net.ClientIP(z) }
@@ -291,8 +320,9 @@ func (s *site) planMembers() {
 				"--data-dir", s.path("store-" + m.name),
 				"--initial-cluster", cluster,
 				"--dds-interface", testutil.ReplIface,
-				"--listen-client-urls", fmt.Sprintf("http://%s:%d", ip(z), m.port),
+				"--listen-client-urls", fmt.Sprintf("%s://%s:%d", s.scheme(), ip(z), m.port),
 				"--log-format", "text"}
+			m.args = append(m.args, s.storeTLSFlags()...)
 			s.members = append(s.members, m)
 		}
 	case backendEtcd2, backendEtcd3:
@@ -309,7 +339,7 @@ func (s *site) planMembers() {
 			cluster = append(cluster, fmt.Sprintf("%s=http://%s:%d", m.name, repl(m.zone), m.port+1))
 		}
 		for _, m := range ms {
-			client := fmt.Sprintf("http://%s:%d", ip(m.zone), m.port)
+			client := fmt.Sprintf("%s://%s:%d", s.scheme(), ip(m.zone), m.port)
 			peer := fmt.Sprintf("http://%s:%d", repl(m.zone), m.port+1)
 			m.args = []string{bin, "--name", m.name,
 				"--data-dir", s.path("store-" + m.name),
@@ -317,7 +347,8 @@ func (s *site) planMembers() {
 				"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 				"--initial-cluster", strings.Join(cluster, ","),
 				"--initial-cluster-state", "new", "--initial-cluster-token", "e2e",
-				"--listen-metrics-urls", "", "--log-level", "warn"}
+				"--log-level", "warn"}
+			m.args = append(m.args, s.storeTLSFlags()...)
 			s.members = append(s.members, m)
 		}
 	default:
@@ -330,6 +361,15 @@ func (s *site) startMember(m *member) {
 }
 
 func (s *site) endpoint(m *member) string { return s.net.ClientAddr(m.zone, m.port) }
+
+// storeClient is an etcd client of member m alone.
+func (s *site) storeClient(m *member, dial time.Duration) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: []string{s.endpoint(m)}, DialTimeout: dial, Logger: zap.NewNop()}
+	if s.pki != nil {
+		cfg.TLS = s.pki.client
+	}
+	return clientv3.New(cfg)
+}
 
 // zoneMembers are the store members of zone z.
 func (s *site) zoneMembers(z testutil.Zone) []*member {
@@ -345,7 +385,7 @@ func (s *site) zoneMembers(z testutil.Zone) []*member {
 // storeStatus asks member m for its status; ok is false when it does not
 // answer within a second.
 func (s *site) storeStatus(m *member) (st *clientv3.StatusResponse, ok bool) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.endpoint(m)}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cli, err := s.storeClient(m, time.Second)
 	if err != nil {
 		return nil, false
 	}
@@ -405,7 +445,7 @@ func (s *site) waitStore(within time.Duration) testutil.Zone {
 func (s *site) etcdServers(z testutil.Zone) string {
 	var own, other []string
 	for _, m := range s.members {
-		u := "http://" + s.endpoint(m)
+		u := s.scheme() + "://" + s.endpoint(m)
 		if m.zone == z {
 			own = append(own, u)
 		} else {
@@ -426,7 +466,11 @@ func (s *site) startControlPlane(z testutil.Zone) {
 	ip := s.net.ClientIP(z)
 	kubeconfig := s.path("kubeconfig-" + z.String())
 	p := &s.zones[z]
-	p.apiserver = s.net.StartInZone(z, s.k8s.apiserver,
+	var etcdTLS []string
+	if s.pki != nil {
+		etcdTLS = []string{"--etcd-cafile=" + s.pki.ca, "--etcd-certfile=" + s.pki.clientCert, "--etcd-keyfile=" + s.pki.clientKey}
+	}
+	p.apiserver = s.net.StartInZone(z, s.k8s.apiserver, append(etcdTLS,
 		"--etcd-servers="+s.etcdServers(z),
 		"--bind-address="+ip, "--advertise-address="+ip,
 		fmt.Sprintf("--secure-port=%d", apiserverPort),
@@ -440,7 +484,7 @@ func (s *site) startControlPlane(z testutil.Zone) {
 		"--default-not-ready-toleration-seconds="+tolerationSeconds,
 		"--default-unreachable-toleration-seconds="+tolerationSeconds,
 		"--profiling=false",
-	)
+	)...)
 	p.kcm = s.net.StartInZone(z, s.k8s.kcm,
 		"--kubeconfig="+kubeconfig,
 		"--secure-port=0",
