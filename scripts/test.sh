@@ -8,6 +8,10 @@
 #   - the peer suites in test/: apiserver storage conformance, etcdctl,
 #     clientv3 concurrency, snapshot migration and differential tests
 #     against real etcd
+#   - the Kubernetes end-to-end smoke (test/e2e: a real control plane per
+#     zone, 100 pods, loss of the primary's zone), with kube-apiserver,
+#     kube-controller-manager, kube-scheduler and kwok built into .cache/k8s
+#     by scripts/k8s.sh
 # Missing peer binaries are failures here, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
