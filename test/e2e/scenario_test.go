@@ -272,22 +272,28 @@ func (s *site) zoneLoss(kill testutil.Zone, app string, replicas int, expectWrit
 
 // apiLoad writes config maps through both zones' apiservers until stopped
 // and records, per zone, the errors and the longest time without a
-// successful write.
+// successful write (and when it ended, relative to the start).
 type apiLoad struct {
 	s      *site
+	start  time.Time
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	ok      [2]int
-	errs    [2]int
-	maxGap  [2]time.Duration
-	lastErr [2]error
+	mu sync.Mutex
+	st [2]loadStats
+}
+
+// loadStats are one zone's results.
+type loadStats struct {
+	ok, errs  int
+	maxGap    time.Duration
+	gapEnded  time.Duration // since the start of the load
+	lastError error
 }
 
 func (s *site) startLoad(prefix string) *apiLoad {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &apiLoad{s: s, cancel: cancel}
+	l := &apiLoad{s: s, cancel: cancel, start: time.Now()}
 	for _, z := range zoneNames {
 		l.wg.Add(1)
 		go func() {
@@ -302,15 +308,16 @@ func (s *site) startLoad(prefix string) *apiLoad {
 				}
 				now := time.Now()
 				l.mu.Lock()
+				st := &l.st[z]
 				if err == nil {
-					l.ok[z]++
-					if gap := now.Sub(last); gap > l.maxGap[z] {
-						l.maxGap[z] = gap
+					st.ok++
+					if gap := now.Sub(last); gap > st.maxGap {
+						st.maxGap, st.gapEnded = gap, now.Sub(l.start)
 					}
 					last = now
 				} else {
-					l.errs[z]++
-					l.lastErr[z] = err
+					st.errs++
+					st.lastError = err
 				}
 				l.mu.Unlock()
 				time.Sleep(20 * time.Millisecond)
@@ -320,11 +327,14 @@ func (s *site) startLoad(prefix string) *apiLoad {
 	return l
 }
 
-// stop ends the load and returns its per-zone counts.
-func (l *apiLoad) stop() (ok, errs [2]int, maxGap [2]time.Duration, lastErr [2]error) {
+// since is the time since the load started.
+func (l *apiLoad) since() time.Duration { return time.Since(l.start).Round(10 * time.Millisecond) }
+
+// stop ends the load and returns its per-zone results.
+func (l *apiLoad) stop() [2]loadStats {
 	l.cancel()
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.ok, l.errs, l.maxGap, l.lastErr
+	return l.st
 }

@@ -194,7 +194,8 @@ func newSite(t *testing.T, bins *k8sBinsOnce, opts siteOptions) *site {
 		if err := os.Mkdir(s.path("pki"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		s.pki = newPKI(t, s.path("pki"), []string{net.ClientIP(testutil.ZoneA), net.ClientIP(testutil.ZoneB)})
+		s.pki = newPKI(t, s.path("pki"), []string{net.ClientIP(testutil.ZoneA), net.ClientIP(testutil.ZoneB),
+			net.ReplIP(testutil.ZoneA), net.ReplIP(testutil.ZoneB)})
 	}
 	s.planMembers()
 	for _, m := range s.members {
@@ -306,6 +307,14 @@ func (s *site) storeTLSFlags() []string {
 		"--trusted-ca-file", s.pki.ca, "--client-cert-auth"}
 }
 
+// listenURLs are member m's client URLs: its zone's client address (its
+// own zone's apiserver, the test), and its replication-link address, the
+// only one the other zone can reach (the client links end in the test's
+// namespace), used by apiservers that list both zones' members.
+func (s *site) listenURLs(m *member) string {
+	return fmt.Sprintf("%[1]s://%[2]s:%[4]d,%[1]s://%[3]s:%[4]d", s.scheme(), s.net.ClientIP(m.zone), s.net.ReplIP(m.zone), m.port)
+}
+
 // planMembers decides the store members and their command lines.
 func (s *site) planMembers() {
 	ip := func(z testutil.Zone) string { return s.net.ClientIP(z) }
@@ -320,7 +329,8 @@ func (s *site) planMembers() {
 				"--data-dir", s.path("store-" + m.name),
 				"--initial-cluster", cluster,
 				"--dds-interface", testutil.ReplIface,
-				"--listen-client-urls", fmt.Sprintf("%s://%s:%d", s.scheme(), ip(z), m.port),
+				"--listen-client-urls", s.listenURLs(m),
+				"--advertise-client-urls", fmt.Sprintf("%s://%s:%d", s.scheme(), ip(z), m.port),
 				"--log-format", "text"}
 			m.args = append(m.args, s.storeTLSFlags()...)
 			s.members = append(s.members, m)
@@ -343,7 +353,7 @@ func (s *site) planMembers() {
 			peer := fmt.Sprintf("http://%s:%d", repl(m.zone), m.port+1)
 			m.args = []string{bin, "--name", m.name,
 				"--data-dir", s.path("store-" + m.name),
-				"--listen-client-urls", client, "--advertise-client-urls", client,
+				"--listen-client-urls", s.listenURLs(m), "--advertise-client-urls", client,
 				"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 				"--initial-cluster", strings.Join(cluster, ","),
 				"--initial-cluster-state", "new", "--initial-cluster-token", "e2e",
@@ -445,11 +455,11 @@ func (s *site) waitStore(within time.Duration) testutil.Zone {
 func (s *site) etcdServers(z testutil.Zone) string {
 	var own, other []string
 	for _, m := range s.members {
-		u := s.scheme() + "://" + s.endpoint(m)
 		if m.zone == z {
-			own = append(own, u)
+			own = append(own, s.scheme()+"://"+s.endpoint(m))
 		} else {
-			other = append(other, u)
+			// Across zones only the replication link routes.
+			other = append(other, fmt.Sprintf("%s://%s:%d", s.scheme(), s.net.ReplIP(m.zone), m.port))
 		}
 	}
 	if s.opts.bothEndpoints {
