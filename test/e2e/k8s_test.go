@@ -165,6 +165,7 @@ func (s *site) placement(ctx context.Context, cs *kubernetes.Clientset, app stri
 			continue
 		}
 		pl.live++
+		s.nudgeIfStuck(ctx, cs, p)
 		if p.Status.Phase != corev1.PodRunning || !podReady(p) {
 			continue
 		}
@@ -273,4 +274,30 @@ func (want objectSet) missing(got objectSet) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// stuckAfter is how long a pod bound to a node may stay Pending before
+// nudgeIfStuck deletes it.
+const stuckAfter = 30 * time.Second
+
+// nudgeIfStuck deletes p if it has been bound to a node and Pending for
+// stuckAfter. kwok plays a pod's stage once: when its status patch fails
+// (a store refusing a write for a moment, e.g. "no leader" on an
+// overloaded machine), the pod stays Pending forever where a kubelet would
+// retry. Its ReplicaSet then recreates it. Every nudge is logged and
+// counted (site.nudges) so that a run that needed them says so.
+func (s *site) nudgeIfStuck(ctx context.Context, cs *kubernetes.Clientset, p *corev1.Pod) {
+	if p.Status.Phase != corev1.PodPending || p.Spec.NodeName == "" {
+		return
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionTrue || time.Since(c.LastTransitionTime.Time) < stuckAfter {
+			continue
+		}
+		if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err == nil {
+			s.nudges.Add(1)
+			s.t.Logf("NUDGE: pod %s bound to %s Pending since %v: deleted, its ReplicaSet recreates it (kwok does not retry a failed stage)",
+				p.Name, p.Spec.NodeName, c.LastTransitionTime.Format(time.RFC3339))
+		}
+	}
 }

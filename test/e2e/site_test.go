@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +119,8 @@ type site struct {
 	dir   string
 	token string
 	pki   *pki // nil without opts.mtls
+
+	nudges atomic.Int64 // stuck pods deleted by nudgeIfStuck
 
 	members []*member
 	zones   [2]zoneProcs
