@@ -44,5 +44,5 @@ e2e-deps:
 
 e2e: e2e-deps
 	mkdir -p e2e-results
-	DYAD_E2E_FULL=1 DYAD_REQUIRE_PEERS=1 DYAD_E2E_FIGURES=$(CURDIR)/e2e-results/figures.txt \
+	set -o pipefail; DYAD_E2E_FULL=1 DYAD_REQUIRE_PEERS=1 DYAD_E2E_FIGURES=$(CURDIR)/e2e-results/figures.txt \
 		go test -count=1 -v -timeout 90m ./test/e2e/ 2>&1 | tee e2e-results/e2e-$$(date +%Y%m%d-%H%M%S).log
