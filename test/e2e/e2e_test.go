@@ -38,9 +38,9 @@ func TestZoneLossSmoke(t *testing.T) {
 	}
 	primary := s.waitStore(30 * time.Second)
 	r := s.zoneLoss(primary, app, replicas, true, time.Minute)
-	figure(t, "dyad, loss of the primary's zone (%v), %d pods: writes after %v, nodes NotReady after %v, pods rescheduled after %v, new deployment ready in %v, rejoin in %v, objects lost %d, stuck pods nudged %d",
+	figure(t, "dyad, loss of the primary's zone (%v), %d pods: writes after %v, nodes NotReady after %v, pods rescheduled after %v, new deployment ready in %v, rejoin in %v, objects lost %d, stuck pods nudged %d, controller restarts %d",
 		primary, replicas, r.writes.Round(10*time.Millisecond), r.notReady.Round(10*time.Millisecond),
-		r.rescheduled.Round(10*time.Millisecond), r.newDeploy.Round(10*time.Millisecond), r.rejoin.Round(10*time.Millisecond), r.lost, s.nudges.Load())
+		r.rescheduled.Round(10*time.Millisecond), r.newDeploy.Round(10*time.Millisecond), r.rejoin.Round(10*time.Millisecond), r.lost, s.nudges.Load(), s.restarts())
 }
 
 // TestFull is the documented full run (not in CI): DYAD_E2E_FULL=1.
@@ -70,7 +70,7 @@ func TestFull(t *testing.T) {
 		t.Run("scale-"+string(b), func(t *testing.T) {
 			s := newSite(t, &bins, siteOptions{backend: b, nodesPerZone: 10})
 			took, errs := s.scale(10, 100, 10*time.Minute)
-			figure(t, "%s: 1,000 pods (10 deployments x 100, created at once) all Running in %v, %d errors, stuck pods nudged %d", b, took.Round(100*time.Millisecond), errs, s.nudges.Load())
+			figure(t, "%s: 1,000 pods (10 deployments x 100, created at once) all Running in %v, %d errors, stuck pods nudged %d, controller restarts %d", b, took.Round(100*time.Millisecond), errs, s.nudges.Load(), s.restarts())
 			if errs != 0 {
 				t.Errorf("%d errors creating the deployments", errs)
 			}

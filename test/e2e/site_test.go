@@ -105,7 +105,8 @@ type member struct {
 
 // zoneProcs are the Kubernetes processes of one zone.
 type zoneProcs struct {
-	apiserver, kcm, scheduler, kwok *testutil.Proc
+	apiserver            *testutil.Proc
+	kcm, scheduler, kwok *supervisor
 }
 
 // site is one two-zone Kubernetes site: a store spread over the zones and a
@@ -121,6 +122,9 @@ type site struct {
 	pki   *pki // nil without opts.mtls
 
 	nudges atomic.Int64 // stuck pods deleted by nudgeIfStuck
+
+	mu          sync.Mutex
+	supervisors []*supervisor // every one ever started; guarded by mu
 
 	members []*member
 	zones   [2]zoneProcs
@@ -190,6 +194,16 @@ func newSite(t *testing.T, bins *k8sBinsOnce, opts siteOptions) *site {
 	t.Helper()
 	net := testutil.NewZones(t) // skips without root
 	s := &site{t: t, opts: opts, net: net, dir: t.TempDir()}
+	// Registered after NewZones, so it runs first: no supervisor restarts
+	// a process while the zones are torn down.
+	t.Cleanup(func() {
+		s.mu.Lock()
+		svs := append([]*supervisor(nil), s.supervisors...)
+		s.mu.Unlock()
+		for _, sv := range svs {
+			sv.kill()
+		}
+	})
 	s.k8s = bins.get(t)
 	s.token = randomHex(16)
 	s.writeCommonFiles()
@@ -498,7 +512,7 @@ func (s *site) startControlPlane(z testutil.Zone) {
 		"--default-unreachable-toleration-seconds="+tolerationSeconds,
 		"--profiling=false",
 	)...)
-	p.kcm = s.net.StartInZone(z, s.k8s.kcm,
+	p.kcm = s.supervise(z, s.k8s.kcm,
 		"--kubeconfig="+kubeconfig,
 		"--secure-port=0",
 		"--leader-elect=true",
@@ -514,12 +528,12 @@ func (s *site) startControlPlane(z testutil.Zone) {
 		"--use-service-account-credentials=false",
 		"--profiling=false",
 	)
-	p.scheduler = s.net.StartInZone(z, s.k8s.scheduler,
+	p.scheduler = s.supervise(z, s.k8s.scheduler,
 		"--config="+s.path("scheduler-"+z.String()+".yaml"),
 		"--secure-port=0",
 		"--profiling=false",
 	)
-	p.kwok = s.net.StartInZone(z, s.k8s.kwok,
+	p.kwok = s.supervise(z, s.k8s.kwok,
 		"--kubeconfig="+kubeconfig,
 		"--config="+s.k8s.stages,
 		"--manage-all-nodes=false",
@@ -548,20 +562,27 @@ func (s *site) newClient(z testutil.Zone) *kubernetes.Clientset {
 	return cs
 }
 
-// zoneProcsList is every process of zone z: store members first.
+// zoneProcsList are the unsupervised processes of zone z: its store
+// members, then its apiserver.
 func (s *site) zoneProcsList(z testutil.Zone) []*testutil.Proc {
 	var out []*testutil.Proc
 	for _, m := range s.zoneMembers(z) {
 		out = append(out, m.proc)
 	}
-	p := s.zones[z]
-	return append(out, p.apiserver, p.kcm, p.scheduler, p.kwok)
+	return append(out, s.zones[z].apiserver)
 }
 
 // killZone kills every process of zone z at once (SIGKILL): the zone is
 // lost, with its store member, apiserver, controllers and kwok nodes.
 func (s *site) killZone(z testutil.Zone) {
 	var wg sync.WaitGroup
+	for _, sv := range []*supervisor{s.zones[z].kcm, s.zones[z].scheduler, s.zones[z].kwok} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sv.kill()
+		}()
+	}
 	for _, p := range s.zoneProcsList(z) {
 		if p == nil {
 			continue
