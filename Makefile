@@ -8,6 +8,12 @@
 #                     etcd 3.6 and kine from the Go module proxy (scripts/peers.sh)
 #   make bench        the full side-by-side report (docs/BENCHMARKS.md), into
 #                     bench-results/<date-time>; BENCH_FLAGS adds `dyad bench` flags
+#   make e2e-deps     build kube-apiserver, kube-controller-manager, kube-scheduler
+#                     (v1.36) and kwok into the cache (scripts/k8s.sh; ~10 min clean)
+#   make e2e          every end-to-end Kubernetes scenario on two zones (test/e2e,
+#                     DYAD_E2E_FULL=1; needs root): zone losses, 1,000 pods on dyad
+#                     and etcd, the etcd contrast, a rolling restart. Figures are
+#                     appended to e2e-results/figures.txt
 #
 # DYAD_CACHE moves the cache (default .cache).
 
@@ -17,7 +23,7 @@ export GOTOOLCHAIN := local
 
 BENCH_FLAGS ?=
 
-.PHONY: build test bench-deps bench
+.PHONY: build test bench-deps bench e2e-deps e2e
 
 build:
 	go build -o .cache/bin/dyad ./cmd/dyad
@@ -31,3 +37,12 @@ bench-deps:
 
 bench:
 	scripts/bench.sh $(BENCH_FLAGS)
+
+e2e-deps:
+	scripts/k8s.sh
+	scripts/peers.sh etcd-3.6
+
+e2e: e2e-deps
+	mkdir -p e2e-results
+	set -o pipefail; DYAD_E2E_FULL=1 DYAD_REQUIRE_PEERS=1 DYAD_E2E_FIGURES=$(CURDIR)/e2e-results/figures.txt \
+		go test -count=1 -v -timeout 90m ./test/e2e/ 2>&1 | tee e2e-results/e2e-$$(date +%Y%m%d-%H%M%S).log

@@ -8,6 +8,10 @@
 #   - the peer suites in test/: apiserver storage conformance, etcdctl,
 #     clientv3 concurrency, snapshot migration and differential tests
 #     against real etcd
+#   - the Kubernetes end-to-end smoke (test/e2e: a real control plane per
+#     zone, 100 pods, loss of the primary's zone), with kube-apiserver,
+#     kube-controller-manager, kube-scheduler and kwok built into .cache/k8s
+#     by scripts/k8s.sh
 # Missing peer binaries are failures here, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +27,11 @@ scripts/setup.sh
 log "building peer binaries (cached in .cache/)"
 scripts/peers.sh etcd-3.6 etcd-3.5 etcdctl etcdutl etcdctl-3.5 etcdutl-3.5
 export DYAD_PEERS_BIN="$(scripts/peers.sh --print-bin-dir etcd-3.6 | tail -1)"
+# The Kubernetes control plane of the end-to-end smoke test (test/e2e): about
+# 10 minutes on a clean cache, nothing once built. Built here, before any test
+# runs, so that the build never competes with timing-sensitive tests.
+log "building Kubernetes components for test/e2e (cached in .cache/k8s)"
+scripts/k8s.sh
 
 log "go vet"
 go vet ./...
@@ -40,5 +49,11 @@ for pkg in ./internal/repl ./internal/mvcc; do
 	done
 done
 log "peer suites"
-go test -count=1 -timeout 30m ./test/...
+# test/e2e (a whole Kubernetes control plane per zone) runs on its own after
+# the others, so its CPU load does not skew their failover timings.
+go test -count=1 -timeout 30m $(go list ./test/... | grep -v '/test/e2e$')
+log "end-to-end smoke (test/e2e: 100 pods, loss of the primary's zone)"
+e2e_start=$(date +%s)
+go test -count=1 -timeout 20m ./test/e2e/
+log "end-to-end smoke took $(( $(date +%s) - e2e_start ))s"
 log "all tests passed in $(( $(date +%s) - start ))s"

@@ -61,10 +61,18 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 
 	err := ws.sendLoop(ctx, stream, hs, recvDone, &recvErr)
 	// Closing the hub stream releases a receive loop blocked queueing a
-	// control response; gRPC fails its Recv once ctx is done, and the
-	// send loop only returns when ctx is done or the receive loop ended.
+	// control response. The send loop only returns when ctx is done or the
+	// receive loop ended. ctx may be a wrapper's, cancelled while the RPC
+	// goes on (streamLeader ends a require-leader stream when the primary
+	// is lost): gRPC fails the pending Recv only once this handler has
+	// returned, so waiting for the receive loop then would keep the stream
+	// open and silent forever. The RPC owns that goroutine: it ends as soon
+	// as gRPC finishes the stream, right after we return.
 	hs.Close()
-	<-recvDone
+	select {
+	case <-recvDone:
+	case <-ctx.Done():
+	}
 	return err
 }
 

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/dyad-db/dyad/test/testutil"
+)
+
+// bins is shared by every test of the binary: the Kubernetes components
+// are located (and built if missing) once.
+var bins k8sBinsOnce
+
+// TestZoneLossSmoke is CI's scenario: 100 pods over both zones, then the
+// primary's zone is lost entirely and comes back.
+func TestZoneLossSmoke(t *testing.T) {
+	s := newSite(t, &bins, siteOptions{backend: backendDyad, nodesPerZone: 2, mtls: true})
+	const app, replicas = "web", 100
+	took := s.deploy(testutil.ZoneA, app, replicas, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pl, err := s.placement(ctx, s.clients[testutil.ZoneA], app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d pods running in %v: zone a %d, zone b %d", replicas, took.Round(10*time.Millisecond), pl.runningIn["a"], pl.runningIn["b"])
+	for _, z := range zoneNames {
+		if pl.runningIn[z.String()] < replicas/4 {
+			t.Fatalf("pods not spread over the zones: %v", pl.runningIn)
+		}
+	}
+	primary := s.waitStore(30 * time.Second)
+	r := s.zoneLoss(primary, app, replicas, true, time.Minute)
+	figure(t, "dyad, loss of the primary's zone (%v), %d pods: writes after %v, nodes NotReady after %v, pods rescheduled after %v, new deployment ready in %v, rejoin in %v, objects lost %d, stuck pods nudged %d, controller restarts %d",
+		primary, replicas, r.writes.Round(10*time.Millisecond), r.notReady.Round(10*time.Millisecond),
+		r.rescheduled.Round(10*time.Millisecond), r.newDeploy.Round(10*time.Millisecond), r.rejoin.Round(10*time.Millisecond), r.lost, s.nudges.Load(), s.restarts())
+}
+
+// TestFull is the documented full run (not in CI): DYAD_E2E_FULL=1.
+func TestFull(t *testing.T) {
+	if os.Getenv("DYAD_E2E_FULL") != "1" {
+		t.Skip("the full end-to-end run is not part of CI: set DYAD_E2E_FULL=1 (see docs/OPERATIONS.md)")
+	}
+	t.Run("dyad", func(t *testing.T) {
+		s := newSite(t, &bins, siteOptions{backend: backendDyad, nodesPerZone: 5, bothEndpoints: false})
+		const app, replicas = "web", 100
+		s.deploy(testutil.ZoneA, app, replicas, 3*time.Minute)
+		primary := s.waitStore(30 * time.Second)
+		r := s.zoneLoss(primary, app, replicas, true, time.Minute)
+		figure(t, "dyad, loss of the primary's zone (%v): writes after %v, nodes NotReady after %v, pods rescheduled after %v, new deployment ready in %v, rejoin in %v, objects lost %d",
+			primary, r.writes.Round(10*time.Millisecond), r.notReady.Round(10*time.Millisecond),
+			r.rescheduled.Round(10*time.Millisecond), r.newDeploy.Round(10*time.Millisecond), r.rejoin.Round(10*time.Millisecond), r.lost)
+		replica := s.waitStore(30 * time.Second).Other()
+		r = s.zoneLoss(replica, app, replicas, true, time.Minute)
+		figure(t, "dyad, loss of the replica's zone (%v): writes after %v, nodes NotReady after %v, pods rescheduled after %v, new deployment ready in %v, rejoin in %v, objects lost %d",
+			replica, r.writes.Round(10*time.Millisecond), r.notReady.Round(10*time.Millisecond),
+			r.rescheduled.Round(10*time.Millisecond), r.newDeploy.Round(10*time.Millisecond), r.rejoin.Round(10*time.Millisecond), r.lost)
+	})
+	// 1,000 pods on dyad and on etcd (one member per zone: both replicate
+	// every write synchronously to the other zone), one after the other in
+	// the same run.
+	for _, b := range []backend{backendDyad, backendEtcd2} {
+		t.Run("scale-"+string(b), func(t *testing.T) {
+			s := newSite(t, &bins, siteOptions{backend: b, nodesPerZone: 10})
+			took, errs := s.scale(10, 100, 10*time.Minute)
+			figure(t, "%s: 1,000 pods (10 deployments x 100, created at once) all Running in %v, %d errors, stuck pods nudged %d, controller restarts %d", b, took.Round(100*time.Millisecond), errs, s.nudges.Load(), s.restarts())
+			if errs != 0 {
+				t.Errorf("%d errors creating the deployments", errs)
+			}
+		})
+	}
+	// The same zone loss on etcd: two members (one per zone), and three with
+	// two in the lost zone. Frozen writes are the expected outcome.
+	for _, b := range []backend{backendEtcd2, backendEtcd3} {
+		t.Run("contrast-"+string(b), func(t *testing.T) {
+			s := newSite(t, &bins, siteOptions{backend: b, nodesPerZone: 2})
+			const app, replicas = "web", 100
+			s.deploy(testutil.ZoneA, app, replicas, 3*time.Minute)
+			r := s.zoneLoss(testutil.ZoneA, app, replicas, false, time.Minute)
+			outcome := "writes FROZEN for the whole minute"
+			if r.writesOK {
+				outcome = fmt.Sprintf("writes resumed after %v", r.writes.Round(10*time.Millisecond))
+			}
+			figure(t, "%s, loss of zone a (%d of %d members): %s; after zone a returned: rejoin in %v, objects lost %d",
+				b, len(s.zoneMembers(testutil.ZoneA)), len(s.members), outcome, r.rejoin.Round(10*time.Millisecond), r.lost)
+		})
+	}
+	// Rolling restart of both dyad nodes under load, as the runbook says
+	// (restart the replica, move the primary role to it, restart the
+	// former primary), and plainly (SIGTERM each node in turn, the
+	// primary's restart then costs a failover): the latter's outcome is
+	// reported, the former must keep the API available.
+	for _, moveLeader := range []bool{true, false} {
+		name := map[bool]string{true: "rolling-restart-dyad-move-leader", false: "rolling-restart-dyad-plain"}[moveLeader]
+		t.Run(name, func(t *testing.T) {
+			s := newSite(t, &bins, siteOptions{backend: backendDyad, nodesPerZone: 2, bothEndpoints: true})
+			s.deploy(testutil.ZoneA, "web", 100, 3*time.Minute)
+			s.rollingRestart(moveLeader)
+		})
+	}
+}
+
+// scale creates deployments Deployments of replicas pods each at once
+// (one goroutine each, alternating zones) and waits until every pod runs;
+// it returns the time from the first create to all Running, and how many
+// API calls failed.
+func (s *site) scale(deployments, replicas int, within time.Duration) (time.Duration, int) {
+	t := s.t
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, deployments)
+	for i := 0; i < deployments; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			z := zoneNames[i%2]
+			_, err := s.clients[z].AppsV1().Deployments(testNS).Create(ctx, deployment(fmt.Sprintf("scale-%d", i), int32(replicas)), metav1.CreateOptions{})
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		t.Logf("create: %v", err)
+		n++
+	}
+	want := deployments * replicas
+	s.waitFor(within, fmt.Sprintf("%d pods running", want), func(cs *kubernetes.Clientset) (bool, error) {
+		total := 0
+		for i := 0; i < deployments; i++ {
+			pl, err := s.placement(ctx, cs, fmt.Sprintf("scale-%d", i))
+			if err != nil {
+				return false, err
+			}
+			total += pl.running
+		}
+		return total == want, nil
+	}, testutil.ZoneA)
+	return time.Since(start), n
+}
+
+// rollingRestart restarts the dyad nodes one at a time, the replica
+// first (SIGTERM, start on the same data dir, wait for the pair), while
+// config maps are written through both apiservers (each lists both dyad
+// nodes) and a Deployment is scaled. With moveLeader the primary role is
+// moved to the restarted node before the other one stops (the runbook's
+// planned maintenance), and the API must stay available: neither apiserver
+// may go more than maxGap without a successful write. Without it the
+// primary is simply stopped; the gaps are reported.
+func (s *site) rollingRestart(moveLeader bool) {
+	t := s.t
+	const maxGap = 5 * time.Second
+	load := s.startLoad("rolling")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	leader := s.waitStore(30 * time.Second)
+	for _, z := range []testutil.Zone{leader.Other(), leader} {
+		m := s.zoneMembers(z)[0]
+		t.Logf("%v: stopping dyad %s (SIGTERM)", load.since(), m.name)
+		if err := m.proc.Term(); err != nil {
+			t.Errorf("stopping dyad %s: %v", m.name, err)
+		}
+		// Churn pods while the node is down.
+		scale := s.clients[z.Other()].AppsV1().Deployments(testNS)
+		sc, err := scale.GetScale(ctx, "web", metav1.GetOptions{})
+		if err == nil {
+			sc.Spec.Replicas = 250 - sc.Spec.Replicas // 100 <-> 150
+			_, err = scale.UpdateScale(ctx, "web", sc, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			msg := fmt.Sprintf("scaling web with dyad %s down: %v", m.name, err)
+			if moveLeader {
+				t.Error(msg)
+			} else {
+				t.Log("OUTCOME: " + msg)
+			}
+		}
+		time.Sleep(5 * time.Second)
+		s.startMember(m)
+		now := s.waitStore(time.Minute)
+		t.Logf("%v: dyad %s restarted; the pair leads from zone %v", load.since(), m.name, now)
+		if moveLeader && z != leader {
+			s.moveLeader(m, time.Minute)
+			t.Logf("%v: primary role moved to dyad %s", load.since(), m.name)
+		}
+		time.Sleep(5 * time.Second)
+	}
+	took := load.since()
+	st := load.stop()
+	how := map[bool]string{true: "replica restarted, role moved to it, former primary restarted", false: "each node SIGTERMed and restarted in turn"}[moveLeader]
+	figure(t, "dyad rolling restart of both nodes under load (%s; %v): writes ok a=%d b=%d, errors a=%d b=%d, longest gap without a write a=%v (ended at %v) b=%v (ended at %v)",
+		how, took, st[0].ok, st[1].ok, st[0].errs, st[1].errs,
+		st[0].maxGap.Round(10*time.Millisecond), st[0].gapEnded.Round(10*time.Millisecond),
+		st[1].maxGap.Round(10*time.Millisecond), st[1].gapEnded.Round(10*time.Millisecond))
+	for _, z := range zoneNames {
+		if st[z].maxGap > maxGap {
+			msg := fmt.Sprintf("apiserver of zone %v went %v without a successful write (last error: %v)", z, st[z].maxGap, st[z].lastError)
+			if moveLeader {
+				t.Error(msg)
+			} else {
+				t.Log("OUTCOME: " + msg)
+			}
+		}
+	}
+	s.hashAgreement(time.Minute)
+}
+
+// moveLeader hands the primary role to m (etcd's MoveLeader, which dyad
+// serves as a hand-over), retrying while the pair is not yet synchronous.
+func (s *site) moveLeader(m *member, within time.Duration) {
+	t := s.t
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		target, ok := s.storeStatus(m)
+		if !ok {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		if target.Leader == target.Header.MemberId {
+			return
+		}
+		for _, p := range s.running() {
+			st, ok := s.storeStatus(p)
+			if !ok || st.Header.MemberId != target.Leader {
+				continue
+			}
+			cli, err := s.storeClient(p, 2*time.Second)
+			if err != nil {
+				last = err
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, last = cli.MoveLeader(ctx, target.Header.MemberId)
+			cancel()
+			cli.Close()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("could not move the primary role to dyad %s within %v: %v", m.name, within, last)
+}
