@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dyad-db/dyad/internal/failpoint"
 )
 
 // Bucket names of etcd's backend schema. dyad writes the same buckets so that
@@ -184,10 +186,20 @@ func (b *Backend) Update(fn func(tx WriteTx) error) error {
 			return err
 		}
 	}
+	// Failpoints (compiled out by default): a crash or an error before the
+	// commit loses the transaction, one after it keeps it; both leave the
+	// caller without an acknowledgement to give.
+	if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
+		tx.Rollback()
+		return err
+	}
 	start := time.Now()
 	err = tx.Commit()
 	if b.opts.OnCommit != nil {
 		b.opts.OnCommit(time.Since(start))
+	}
+	if err == nil {
+		err = failpoint.Hit(failpoint.AfterCommit)
 	}
 	return err
 }
