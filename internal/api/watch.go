@@ -47,8 +47,9 @@ func NewWatchServer(hub *watch.Hub, fillHeader func(*pb.ResponseHeader), maxRequ
 // Watch runs one stream: a receive goroutine turns requests into calls on
 // the hub stream while this goroutine sends the hub stream's responses.
 // Like etcd, the stream ends when the client goes away or a receive fails,
-// not when the client closes its sending side. Both loops have stopped when
-// Watch returns.
+// not when the client closes its sending side. The send loop has stopped
+// when Watch returns; so has the receive loop, unless the stream's context
+// ended (it then ends with the gRPC stream, see below).
 func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	ctx := stream.Context()
 	hs := ws.hub.NewStream(watchStreamBufLen)
@@ -61,10 +62,20 @@ func (ws *watchServer) Watch(stream pb.Watch_WatchServer) error {
 
 	err := ws.sendLoop(ctx, stream, hs, recvDone, &recvErr)
 	// Closing the hub stream releases a receive loop blocked queueing a
-	// control response; gRPC fails its Recv once ctx is done, and the
-	// send loop only returns when ctx is done or the receive loop ended.
+	// control response. The send loop only returns when ctx is done or the
+	// receive loop ended.
 	hs.Close()
-	<-recvDone
+	select {
+	case <-recvDone:
+	case <-ctx.Done():
+		// The receive loop may be blocked in the gRPC stream's Recv, which
+		// fails only once this handler has returned and gRPC ends the
+		// stream. ctx can be an interceptor's context that Recv does not
+		// observe (the require-leader one cancels it when the primary is
+		// lost): waiting here would hang the stream, and every watch on it,
+		// for good. So the loop is left to end with the stream, right after
+		// this returns, as etcd's watch server does.
+	}
 	return err
 }
 
