@@ -8,6 +8,8 @@
 #                     etcd 3.6 and kine from the Go module proxy (scripts/peers.sh)
 #   make bench        the full side-by-side report (docs/BENCHMARKS.md), into
 #                     bench-results/<date-time>; BENCH_FLAGS adds `dyad bench` flags
+#   make robustness-soak  the long robustness soak: SOAK_CYCLES (default 100) fault
+#                     cycles against a two-zone pair, every history checked (root)
 #
 # DYAD_CACHE moves the cache (default .cache).
 
@@ -16,8 +18,9 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOTOOLCHAIN := local
 
 BENCH_FLAGS ?=
+SOAK_CYCLES ?= 100
 
-.PHONY: build test bench-deps bench
+.PHONY: build test bench-deps bench robustness-soak
 
 build:
 	go build -o .cache/bin/dyad ./cmd/dyad
@@ -31,3 +34,6 @@ bench-deps:
 
 bench:
 	scripts/bench.sh $(BENCH_FLAGS)
+
+robustness-soak:
+	scripts/robustness-soak.sh $(SOAK_CYCLES)

@@ -7,7 +7,8 @@
 #   - unit tests (with the race detector) beside the code in internal/ and cmd/
 #   - the peer suites in test/: apiserver storage conformance, etcdctl,
 #     clientv3 concurrency, snapshot migration and differential tests
-#     against real etcd
+#     against real etcd, the two-zone tests and the short robustness run
+#     (test/robustness; the long soak is scripts/robustness-soak.sh)
 # Missing peer binaries are failures here, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,9 @@ for pkg in ./internal/repl ./internal/mvcc; do
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime="${DYAD_FUZZTIME:-5s}" -parallel 1 "$pkg"
 	done
 done
+log "failpoints build (vet, unit tests; test/robustness builds and uses it)"
+go vet -tags failpoints ./internal/failpoint ./internal/storage ./internal/server ./cmd/dyad
+go test -count=1 -tags failpoints ./internal/failpoint
 log "peer suites"
 go test -count=1 -timeout 30m ./test/...
 log "all tests passed in $(( $(date +%s) - start ))s"
