@@ -1315,23 +1315,21 @@ func (s *Server) installSnapshot(path string) error {
 			drained = true
 		}
 	}
-	if err := s.be.Replace(path); err != nil {
-		return err
-	}
-	if err := failpoint.Hit(failpoint.SnapshotAfterInstall); err != nil {
-		return err
-	}
-	// The file is the leader's: give it back this node's identity.
-	err := s.be.Update(func(tx storage.WriteTx) error {
-		if err := tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID)); err != nil {
-			return err
-		}
+	// The file is the leader's: it gets this node's identity before it
+	// becomes the data file. Rewritten afterwards, a crash in between left
+	// a data file naming the leader, and the restarted node took itself
+	// for its peer (it then led with the snapshot's old history and the
+	// real leader discarded its acknowledged writes as a split-brain loser).
+	err := s.be.Replace(path, func(tx storage.WriteTx) error {
 		if c := storage.Uint64(tx.Get(storage.BucketMeta, metaClusterID)); c != s.clusterID {
 			return fmt.Errorf("the leader's snapshot belongs to cluster %x, not %x", c, s.clusterID)
 		}
-		return nil
+		return tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID))
 	})
 	if err != nil {
+		return err
+	}
+	if err := failpoint.Hit(failpoint.SnapshotAfterInstall); err != nil {
 		return err
 	}
 	if err := s.store.Reload(); err != nil {
