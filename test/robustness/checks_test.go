@@ -24,6 +24,8 @@ func TestValidateWatch(t *testing.T) {
 		{name: "prefix only (watcher stopped early)", got: store[:2], ref: store},
 		{name: "gap", got: []response{resp(2, put(2, "a", "1")), resp(5, put(5, "a", "4"))}, ref: store, want: "gap"},
 		{name: "missing the first revision", got: store[1:], ref: store, want: "gap"},
+		{name: "signalled gap (compacted, resumed at the compaction revision)", got: []response{store[0], {Header: 5, Skip: true}, store[2]}, ref: store},
+		{name: "resumed below the compaction revision it was told", got: []response{store[0], {Header: 5, Skip: true}, store[1]}, ref: store, want: "out of order"},
 		{name: "duplicate", got: []response{store[0], store[0]}, ref: store, want: "out of order"},
 		{name: "out of order", got: []response{store[1], store[0]}, want: "out of order"},
 		{name: "revision split over two responses", got: []response{resp(4, put(3, "b", "2"), del(4, "a")), resp(4, put(4, "c", "3"))}, want: "split revision"},

@@ -35,10 +35,13 @@ func toEvent(ev *clientv3.Event) event {
 	return e
 }
 
-// response is one watch response as received.
+// response is one watch response as received. A response with Skip set
+// is not one: it marks where the watcher, told its next revision was
+// compacted, resumed from the compaction revision Header instead.
 type response struct {
 	Header int64 // header revision
 	Events []event
+	Skip   bool
 }
 
 // watchRecord is everything one watcher received, in order, across the
@@ -78,6 +81,9 @@ func (w *watchRecord) lastRev(from int64) int64 {
 	defer w.mu.Unlock()
 	last := from - 1
 	for _, r := range w.responses {
+		if r.Skip {
+			last = max(last, r.Header-1)
+		}
 		for _, e := range r.Events {
 			last = e.Rev
 		}
@@ -101,6 +107,7 @@ func watch(ctx context.Context, cli *clientv3.Client, from int64, rec *watchReco
 			next, strikes = compactRev, 0
 			rec.mu.Lock()
 			rec.skipped++
+			rec.responses = append(rec.responses, response{Header: next, Skip: true})
 			rec.mu.Unlock()
 		}
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -195,6 +202,16 @@ func byRevision(rs []response) map[int64][]event {
 	return m
 }
 
+// position returns the index of the first of revs at or above rev.
+func position(revs []int64, rev int64) int {
+	for i, r := range revs {
+		if r >= rev {
+			return i
+		}
+	}
+	return len(revs)
+}
+
 // revisions lists the revisions of rs in order of appearance.
 func revisions(rs []response) []int64 {
 	var revs []int64
@@ -214,7 +231,9 @@ func revisions(rs []response) []int64 {
 // response, and no response header is older than what the watcher already
 // saw. With ref (the store's history over the same range): every event
 // received is the store's, and the revisions received are exactly the
-// store's from the first one on, with no gap.
+// store's from the first one on, with no gap but where the watcher was told
+// its next revision was compacted and resumed at the compaction revision
+// (a Skip marker: the signalled gap an informer answers by re-listing).
 func validateWatch(rs []response, ref []response) []string {
 	var problems []string
 	add := func(f string, a ...any) {
@@ -226,6 +245,11 @@ func validateWatch(rs []response, ref []response) []string {
 	seen := map[int64]bool{} // revisions already complete
 	dup := map[event]bool{}  // events received
 	for i, r := range rs {
+		if r.Skip {
+			// Told to resume here: nothing older may follow.
+			lastRev = max(lastRev, r.Header-1)
+			continue
+		}
 		if r.Header < lastHeader {
 			add("response %d: header revision %d is older than %d, already seen", i, r.Header, lastHeader)
 		}
@@ -255,15 +279,30 @@ func validateWatch(rs []response, ref []response) []string {
 	got := byRevision(rs)
 	refRevs := revisions(ref)
 	gotRevs := revisions(rs)
-	// No gap: the revisions received are the store's, from the first on.
-	for i, rev := range gotRevs {
-		if i >= len(refRevs) {
-			add("revision %d received, beyond the store's history (%d revisions)", rev, len(refRevs))
-			break
+	// No gap: the revisions received are the store's, from the first on
+	// (from the compaction revision on after a Skip).
+	ri := 0
+	var prev int64 = -1
+walk:
+	for _, r := range rs {
+		if r.Skip {
+			ri = position(refRevs, r.Header)
+			continue
 		}
-		if refRevs[i] != rev {
-			add("gap or foreign revision: received %d where the store has %d next", rev, refRevs[i])
-			break
+		for _, e := range r.Events {
+			if e.Rev == prev {
+				continue
+			}
+			prev = e.Rev
+			if ri >= len(refRevs) {
+				add("revision %d received, beyond the store's history (%d revisions)", e.Rev, len(refRevs))
+				break walk
+			}
+			if refRevs[ri] != e.Rev {
+				add("gap or foreign revision: received %d where the store has %d next", e.Rev, refRevs[ri])
+				break walk
+			}
+			ri++
 		}
 	}
 	// Atomic and faithful: each revision received whole and as stored.
