@@ -101,10 +101,11 @@ func add(total *result, r result) {
 	total.ConflictSets += r.ConflictSets
 	total.Checked += r.Checked
 	total.WatchResumes += r.WatchResumes
+	total.ProbesCompacted += r.ProbesCompacted
 }
 
 func summary(r result) string {
 	return fmt.Sprintf("%s runs, %d fault cycles, %d histories checked by porcupine, %d operations (%d unknown), "+
-		"%d acknowledged writes, %d lost, %d watch events, %d watch problems, %d conflict sets",
-		r.Scenario, r.Cycles, r.Checked, r.Operations, r.Unknown, r.Acked, r.Lost, r.WatchEvents, r.WatchProblems, r.ConflictSets)
+		"%d acknowledged writes, %d lost, %d watch events, %d watch problems, %d conflict sets, %d resume probes refused as compacted",
+		r.Scenario, r.Cycles, r.Checked, r.Operations, r.Unknown, r.Acked, r.Lost, r.WatchEvents, r.WatchProblems, r.ConflictSets, r.ProbesCompacted)
 }
