@@ -326,13 +326,21 @@ func (r *Recorder) Range(ctx context.Context, cli *clientv3.Client, client int, 
 	return p.result(out, err)
 }
 
-// Revoke runs cli.Revoke(lease) and records it.
+// Revoke runs cli.Revoke(lease) and records it. "lease not found" is an
+// unknown outcome here, not a failure: clientv3 retries LeaseRevoke on its
+// own (a repeatable RPC) when the connection breaks, so the attempt that
+// found no lease may follow one that revoked it.
 func (r *Recorder) Revoke(ctx context.Context, cli *clientv3.Client, client int, lease clientv3.LeaseID) (Output, error) {
 	p := r.Call(client, Input{Kind: OpRevoke, Lease: int64(lease)})
 	resp, err := cli.Revoke(ctx, lease)
 	var out Output
 	if err == nil {
 		out.Rev = resp.Header.Revision
+	}
+	if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+		r.noteError(OpRevoke, Unknown, err)
+		p.Return(Output{Unknown: true})
+		return Output{Unknown: true}, err
 	}
 	return p.result(out, err)
 }
