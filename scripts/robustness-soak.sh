@@ -11,8 +11,8 @@
 # $DYAD_ROBUSTNESS_RESULTS (default .cache/robustness/soak-<date>.jsonl);
 # the totals (runs, fault cycles, histories checked, operations,
 # acknowledged writes and lost ones, watch events and problems) are the
-# last "soak total" line. About 30 s per run, 1-2 cycles a run:
-# 100 cycles take roughly 40 minutes on a 2-core machine.
+# last "soak total" line. About 13 s per run, 1-2 cycles a run:
+# 100 cycles took 18 minutes on a shared 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
