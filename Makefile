@@ -14,6 +14,8 @@
 #                     DYAD_E2E_FULL=1; needs root): zone losses, 1,000 pods on dyad
 #                     and etcd, the etcd contrast, a rolling restart. Figures are
 #                     appended to e2e-results/figures.txt
+#   make robustness-soak  the long robustness soak: SOAK_CYCLES (default 100) fault
+#                     cycles against a two-zone pair, every history checked (root)
 #
 # DYAD_CACHE moves the cache (default .cache).
 
@@ -22,8 +24,9 @@ export PATH := /usr/local/go/bin:$(PATH)
 export GOTOOLCHAIN := local
 
 BENCH_FLAGS ?=
+SOAK_CYCLES ?= 100
 
-.PHONY: build test bench-deps bench e2e-deps e2e
+.PHONY: build test bench-deps bench e2e-deps e2e robustness-soak
 
 build:
 	go build -o .cache/bin/dyad ./cmd/dyad
@@ -46,3 +49,6 @@ e2e: e2e-deps
 	mkdir -p e2e-results
 	set -o pipefail; DYAD_E2E_FULL=1 DYAD_REQUIRE_PEERS=1 DYAD_E2E_FIGURES=$(CURDIR)/e2e-results/figures.txt \
 		go test -count=1 -v -timeout 90m ./test/e2e/ 2>&1 | tee e2e-results/e2e-$$(date +%Y%m%d-%H%M%S).log
+
+robustness-soak:
+	scripts/robustness-soak.sh $(SOAK_CYCLES)

@@ -7,7 +7,8 @@
 #   - unit tests (with the race detector) beside the code in internal/ and cmd/
 #   - the peer suites in test/: apiserver storage conformance, etcdctl,
 #     clientv3 concurrency, snapshot migration and differential tests
-#     against real etcd
+#     against real etcd, the two-zone tests and the short robustness run
+#     (test/robustness; the long soak is scripts/robustness-soak.sh)
 #   - the Kubernetes end-to-end smoke (test/e2e: a real control plane per
 #     zone, 100 pods, loss of the primary's zone), with kube-apiserver,
 #     kube-controller-manager, kube-scheduler and kwok built into .cache/k8s
@@ -48,6 +49,9 @@ for pkg in ./internal/repl ./internal/mvcc; do
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime="${DYAD_FUZZTIME:-5s}" -parallel 1 "$pkg"
 	done
 done
+log "failpoints build (vet, unit tests; test/robustness builds and uses it)"
+go vet -tags failpoints ./internal/failpoint ./internal/storage ./internal/server ./cmd/dyad
+go test -count=1 -tags failpoints ./internal/failpoint
 log "peer suites"
 # test/e2e (a whole Kubernetes control plane per zone) runs on its own after
 # the others, so its CPU load does not skew their failover timings.

@@ -26,6 +26,7 @@ import (
 	"github.com/dyad-db/dyad/internal/api"
 	"github.com/dyad-db/dyad/internal/dds"
 	"github.com/dyad-db/dyad/internal/ddsnet"
+	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/server"
 )
 
@@ -397,5 +398,9 @@ func opsHandler(node *server.Server, reg *prometheus.Registry) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	if h := failpoint.Handler(); h != nil { // only in a failpoints build
+		mux.Handle("/debug/failpoints", h)
+		mux.Handle("/debug/failpoints/", h)
+	}
 	return mux
 }

@@ -303,6 +303,50 @@ func TestWatchServerStream(t *testing.T) {
 	}
 }
 
+// blindStream's Recv ignores the handler's context, as a gRPC stream's Recv
+// ignores a context an interceptor derived: it returns only when release is
+// closed (gRPC ends the stream once the handler returned).
+type blindStream struct {
+	fakeStream
+	release chan struct{}
+}
+
+func (b *blindStream) Recv() (*pb.WatchRequest, error) {
+	select {
+	case r := <-b.reqs:
+		return r, nil
+	case <-b.release:
+		return nil, context.Canceled
+	}
+}
+
+// TestWatchServerInterceptorCancel: when an interceptor cancels the
+// handler's context (require-leader, primary lost), Watch returns although
+// Recv is still blocked; otherwise the stream would hang, neither sending
+// events nor ending, and its client would never re-watch.
+func TestWatchServerInterceptorCancel(t *testing.T) {
+	n := newNode(t)
+	srv := NewWatchServer(n.hub, fill, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	bs := &blindStream{fakeStream: fakeStream{ctx: ctx, reqs: make(chan *pb.WatchRequest), sent: make(chan *pb.WatchResponse, 8)}, release: make(chan struct{})}
+	defer close(bs.release)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Watch(bs) }()
+	bs.reqs <- create(&pb.WatchCreateRequest{Key: []byte("a")})
+	if r := bs.next(t); !r.Created {
+		t.Fatalf("want created, got %v", r)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("Watch returned no error for a cancelled stream")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch hung after its context was cancelled while Recv was blocked")
+	}
+}
+
 // TestWatchServerRecvError: a failing Recv ends the stream with its error
 // and both loops stop.
 func TestWatchServerRecvError(t *testing.T) {

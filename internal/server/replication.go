@@ -13,6 +13,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
@@ -674,6 +675,9 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		s.evaluate(ctx, now)
 	case repl.KindAck:
 		if s.Role() == repl.RolePrimary && m.Index > r.ackIdx {
+			if failpoint.Hit(failpoint.BeforeRelease) != nil {
+				return // an injected error loses the ack; a later one covers it
+			}
 			r.ackIdx = m.Index
 			s.releaseCommitted()
 		}
@@ -834,11 +838,21 @@ func (s *Server) followEntries(es []repl.Entry, fromCatchup bool) {
 	if es[0].Epoch.Term < s.currentEpoch().Term {
 		return // an old epoch's samples
 	}
+	if fromCatchup {
+		if err := failpoint.Hit(failpoint.CatchupApply); err != nil {
+			s.fail(err)
+			return
+		}
+	}
 	if err := s.applyFollowed(es); err != nil {
 		s.fail(err)
 		return
 	}
-	r.tr.Send(&transport.Message{Class: transport.Ack, Kind: repl.KindAck, Index: s.appliedIdx})
+	// An injected error before the ack drops it, as a lost message would.
+	if failpoint.Hit(failpoint.BeforeAck) == nil {
+		r.tr.Send(&transport.Message{Class: transport.Ack, Kind: repl.KindAck, Index: s.appliedIdx})
+		_ = failpoint.Hit(failpoint.AfterAck) // an error here has nothing left to undo
+	}
 	if fromCatchup {
 		s.askCatchup() // the next chunk, or an empty answer when caught up
 	}
@@ -1096,6 +1110,9 @@ func (s *Server) catchupServer(ctx context.Context) error {
 			continue
 		}
 		m, err := s.catchupAnswer(job.req)
+		if err == nil {
+			err = failpoint.Hit(failpoint.CatchupServe)
+		}
 		if err != nil {
 			s.log.Error("catch-up read failed", "err", err)
 			continue
@@ -1282,6 +1299,10 @@ func (s *Server) onSnapChunk(m *transport.Message) {
 		return
 	}
 	sn.f.Close()
+	if err := failpoint.Hit(failpoint.SnapshotBeforeInstall); err != nil {
+		s.fail(err)
+		return
+	}
 	if err := s.installSnapshot(path); err != nil {
 		s.fail(fmt.Errorf("installing the leader's snapshot: %w", err))
 		return
@@ -1304,20 +1325,21 @@ func (s *Server) installSnapshot(path string) error {
 			drained = true
 		}
 	}
-	if err := s.be.Replace(path); err != nil {
-		return err
-	}
-	// The file is the leader's: give it back this node's identity.
-	err := s.be.Update(func(tx storage.WriteTx) error {
-		if err := tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID)); err != nil {
-			return err
-		}
+	// The file is the leader's: it gets this node's identity before it
+	// becomes the data file. Rewritten afterwards, a crash in between left
+	// a data file naming the leader, and the restarted node took itself
+	// for its peer (it then led with the snapshot's old history and the
+	// real leader discarded its acknowledged writes as a split-brain loser).
+	err := s.be.Replace(path, func(tx storage.WriteTx) error {
 		if c := storage.Uint64(tx.Get(storage.BucketMeta, metaClusterID)); c != s.clusterID {
 			return fmt.Errorf("the leader's snapshot belongs to cluster %x, not %x", c, s.clusterID)
 		}
-		return nil
+		return tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID))
 	})
 	if err != nil {
+		return err
+	}
+	if err := failpoint.Hit(failpoint.SnapshotAfterInstall); err != nil {
 		return err
 	}
 	if err := s.store.Reload(); err != nil {

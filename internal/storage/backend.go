@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dyad-db/dyad/internal/failpoint"
 )
 
 // Bucket names of etcd's backend schema. dyad writes the same buckets so that
@@ -184,10 +186,20 @@ func (b *Backend) Update(fn func(tx WriteTx) error) error {
 			return err
 		}
 	}
+	// Failpoints (compiled out by default): a crash or an error before the
+	// commit loses the transaction, one after it keeps it; both leave the
+	// caller without an acknowledgement to give.
+	if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
+		tx.Rollback()
+		return err
+	}
 	start := time.Now()
 	err = tx.Commit()
 	if b.opts.OnCommit != nil {
 		b.opts.OnCommit(time.Since(start))
+	}
+	if err == nil {
+		err = failpoint.Hit(failpoint.AfterCommit)
 	}
 	return err
 }
@@ -282,13 +294,31 @@ func (b *Backend) swapInLocked(tmp string) error {
 }
 
 // Replace installs a verified etcd-format snapshot as the data file, in
-// place of the current one (a replica's resync). Every transaction waits
-// while it runs; afterwards they see only the new file.
-func (b *Backend) Replace(snapshot string) error {
+// place of the current one (a replica's resync). prepare, when not nil,
+// runs in a write transaction on the restored copy, committed before the
+// copy becomes the data file: what it writes is in the file from the first
+// instant the file is the data file, whenever the process dies. Every
+// transaction waits while the file is swapped; afterwards they see only the
+// new file.
+func (b *Backend) Replace(snapshot string, prepare func(tx WriteTx) error) error {
 	tmp := b.path + ".incoming"
 	os.Remove(tmp)
 	if err := RestoreSnapshot(snapshot, tmp); err != nil {
 		return err
+	}
+	if prepare != nil {
+		db, err := openBolt(tmp, b.opts)
+		if err != nil {
+			return err
+		}
+		err = db.Update(func(tx *bolt.Tx) error { return prepare(boltTx{tx}) })
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return err
+		}
 	}
 	b.swap.Lock()
 	defer b.swap.Unlock()

@@ -298,8 +298,11 @@ func (h *Hub) syncRound() (remaining, moved int) {
 		}
 		if it.compacted {
 			cr := compactRev
-			if h.resetRev > cr {
-				cr = h.resetRev
+			if it.next <= h.resetRev && h.resetRev >= cr {
+				// Reset refuses every revision up to resetRev: name the
+				// first one it accepts, so that a client resuming from the
+				// compact revision it is told is not refused again.
+				cr = h.resetRev + 1
 			}
 			resp := &pb.WatchResponse{Header: header(0), WatchId: w.id, CompactRevision: cr, Canceled: cr != 0}
 			if w.s.trySend(resp) {

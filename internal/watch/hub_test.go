@@ -642,3 +642,43 @@ func TestCloseReleasesWatch(t *testing.T) {
 		t.Fatal("watchers left after Close")
 	}
 }
+
+// After Reset, a watcher refused as compacted is told a compact revision
+// that a new watcher is then accepted from: a client that resumes from it
+// (etcd's documented recovery) must not be refused forever.
+func TestResetCompactRevisionResumable(t *testing.T) {
+	w := newWorld(t, fastOpts)
+	w.run()
+	for i := range 5 {
+		w.write(put(fmt.Sprint("k", i), "v"))
+	}
+	readable, _, _ := w.src.Revs()
+	w.hub.Reset()
+	s := w.hub.NewStream(16)
+	c := collect(t, s)
+	if _, err := s.Watch(&pb.WatchCreateRequest{Key: []byte("k"), RangeEnd: []byte("l"), StartRevision: 2, WatchId: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rs := c.waitFor(t, "compacted", func(rs []*pb.WatchResponse) bool { return len(rs) >= 2 })
+	cr := rs[1].CompactRevision
+	if !rs[1].Canceled || cr != readable+1 {
+		t.Fatalf("want a compacted cancel naming revision %d: %s", readable+1, dump(rs))
+	}
+	if _, err := s.Watch(&pb.WatchCreateRequest{Key: []byte("k"), RangeEnd: []byte("l"), StartRevision: cr, WatchId: 2}); err != nil {
+		t.Fatal(err)
+	}
+	w.write(put("k9", "after"))
+	rs = c.waitFor(t, "the event after the reset", func(rs []*pb.WatchResponse) bool {
+		for _, r := range rs {
+			if r.WatchId == 2 && (len(r.Events) > 0 || r.Canceled) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range rs {
+		if r.WatchId == 2 && r.Canceled {
+			t.Fatalf("a watch from the compact revision it was told was refused again: %s", dump(rs))
+		}
+	}
+}

@@ -6,7 +6,9 @@
 //   - Model: a sequential specification of one etcd key space under the
 //     operations a Kubernetes apiserver issues: Put, linearizable Get of one
 //     key, Delete of one key, and the optimistic-concurrency Txn
-//     "if mod_revision(key) == X then put else get" (CAS). The state is the
+//     "if mod_revision(key) == X then put else get" (CAS); plus a
+//     linearizable Range over a prefix, a Put attached to a lease and a
+//     lease Revoke (its keys deleted in one revision). The state is the
 //     key/value map plus the store revision, and every response's header
 //     revision is checked against it: a write that changes the store returns
 //     previous revision + 1, a Get or a Delete of nothing returns the current

@@ -19,6 +19,13 @@ const (
 	OpPut
 	OpDelete
 	OpCAS
+	// OpRange is a linearizable range over every key with the prefix Key.
+	OpRange
+	// OpPutLease is Put with the key attached to Lease.
+	OpPutLease
+	// OpRevoke revokes Lease: every key attached to it is deleted, all in
+	// one revision (none: the revision stays).
+	OpRevoke
 	opInit
 )
 
@@ -32,6 +39,12 @@ func (k OpKind) String() string {
 		return "delete"
 	case OpCAS:
 		return "cas"
+	case OpRange:
+		return "range"
+	case OpPutLease:
+		return "put-lease"
+	case OpRevoke:
+		return "revoke"
 	case opInit:
 		return "init"
 	}
@@ -46,6 +59,8 @@ type Input struct {
 	// ModRev is CAS's expected mod_revision of Key; 0 means "Key is absent"
 	// (etcd's Compare(ModRevision(key), "=", 0)).
 	ModRev int64
+	// Lease is OpPutLease's and OpRevoke's lease ID.
+	Lease int64
 
 	init *State // opInit only
 }
@@ -66,6 +81,9 @@ type Output struct {
 	Deleted int64
 	// Succeeded is CAS's Txn.Succeeded: the compare held and the put ran.
 	Succeeded bool
+	// KVs are OpRange's keys, in key order (Keys names them).
+	KVs  []KV
+	Keys []string
 }
 
 // KV is one key's value and metadata as etcd reports them.
@@ -74,6 +92,7 @@ type KV struct {
 	CreateRev int64
 	ModRev    int64
 	Version   int64
+	Lease     int64 // 0: none
 }
 
 // State is the model's state: the store revision and the keys. A State is
@@ -144,11 +163,12 @@ func (s *State) equal(o *State) bool {
 	return true
 }
 
-// put returns the state after a revision-bumping put of key=value.
-func (s *State) put(key, value string) *State {
+// put returns the state after a revision-bumping put of key=value attached
+// to lease (0: none; a put detaches the key from an earlier lease).
+func (s *State) put(key, value string, lease int64) *State {
 	rev := s.Rev + 1
 	old, existed := s.kvs[key]
-	kv := KV{Value: value, CreateRev: rev, ModRev: rev, Version: 1}
+	kv := KV{Value: value, CreateRev: rev, ModRev: rev, Version: 1, Lease: lease}
 	if existed {
 		kv.CreateRev = old.CreateRev
 		kv.Version = old.Version + 1
@@ -179,6 +199,44 @@ func (s *State) del(key string) *State {
 	return n
 }
 
+// revoke returns the state after revoking lease: its keys are deleted in
+// one revision; with no keys nothing changes.
+func (s *State) revoke(lease int64) *State {
+	n := &State{Rev: s.Rev, kvs: make(map[string]KV, len(s.kvs)), hash: s.hash}
+	for k, v := range s.kvs {
+		if v.Lease == lease {
+			n.hash ^= hashKV(k, v)
+			continue
+		}
+		n.kvs[k] = v
+	}
+	if len(n.kvs) < len(s.kvs) {
+		n.Rev = s.Rev + 1
+		n.hash ^= hashRev(s.Rev) ^ hashRev(n.Rev)
+	}
+	return n
+}
+
+// matchRange reports whether a range over prefix at s returned out.
+func (s *State) matchRange(prefix string, out Output) bool {
+	var keys []string
+	for k := range s.kvs {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) != len(out.Keys) || len(out.Keys) != len(out.KVs) {
+		return false
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if out.Keys[i] != k || out.KVs[i] != s.kvs[k] {
+			return false
+		}
+	}
+	return true
+}
+
 // hashRev and hashKV are deterministic (FNV-1a and splitmix64 finalizer);
 // they only need to spread states over porcupine's cache buckets.
 func hashRev(rev int64) uint64 { return mix64(uint64(rev) ^ hashSeed) }
@@ -194,6 +252,7 @@ func hashKV(key string, kv KV) uint64 {
 	}
 	h = mix64(h ^ uint64(kv.CreateRev))
 	h = mix64(h ^ uint64(kv.ModRev))
+	h = mix64(h ^ uint64(kv.Lease))
 	return mix64(h ^ uint64(kv.Version))
 }
 
@@ -224,8 +283,16 @@ func step(s *State, in Input, out Output) (bool, *State) {
 			return true, s
 		}
 		return out.Rev == s.Rev && s.matchRead(in.Key, out), s
-	case OpPut:
-		n := s.put(in.Key, in.Value)
+	case OpPut, OpPutLease:
+		n := s.put(in.Key, in.Value, in.Lease)
+		return out.Unknown || out.Rev == n.Rev, n
+	case OpRange:
+		if out.Unknown {
+			return true, s
+		}
+		return out.Rev == s.Rev && s.matchRange(in.Key, out), s
+	case OpRevoke:
+		n := s.revoke(in.Lease)
 		return out.Unknown || out.Rev == n.Rev, n
 	case OpDelete:
 		if _, ok := s.kvs[in.Key]; !ok {
@@ -240,7 +307,7 @@ func step(s *State, in Input, out Output) (bool, *State) {
 			cur = kv.ModRev
 		}
 		if cur == in.ModRev {
-			n := s.put(in.Key, in.Value)
+			n := s.put(in.Key, in.Value, 0)
 			return out.Unknown || (out.Succeeded && out.Rev == n.Rev), n
 		}
 		if out.Unknown {
@@ -298,6 +365,12 @@ func Describe(in Input, out Output) string {
 		call = fmt.Sprintf("delete(%s)", in.Key)
 	case OpCAS:
 		call = fmt.Sprintf("cas(%s, modrev==%d, %q)", in.Key, in.ModRev, in.Value)
+	case OpRange:
+		call = fmt.Sprintf("range(%s*)", in.Key)
+	case OpPutLease:
+		call = fmt.Sprintf("put(%s, %q, lease %x)", in.Key, in.Value, in.Lease)
+	case OpRevoke:
+		call = fmt.Sprintf("revoke(%x)", in.Lease)
 	case opInit:
 		return "init " + in.init.String()
 	default:
@@ -315,6 +388,14 @@ func Describe(in Input, out Output) string {
 	switch in.Kind {
 	case OpGet:
 		return fmt.Sprintf("%s -> %s, rev %d", call, read(), out.Rev)
+	case OpRange:
+		parts := make([]string, len(out.Keys))
+		for i, k := range out.Keys {
+			if i < len(out.KVs) {
+				parts[i] = fmt.Sprintf("%s=%q@%d", k, out.KVs[i].Value, out.KVs[i].ModRev)
+			}
+		}
+		return fmt.Sprintf("%s -> [%s], rev %d", call, strings.Join(parts, " "), out.Rev)
 	case OpDelete:
 		return fmt.Sprintf("%s -> deleted %d, rev %d", call, out.Deleted, out.Rev)
 	case OpCAS:

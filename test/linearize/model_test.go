@@ -72,6 +72,26 @@ func casUnknown(c int, call int64, key string, modRev int64, val string) porcupi
 
 func ptr(v KV) *KV { return &v }
 
+func leased(v KV, lease int64) KV { v.Lease = lease; return v }
+
+func putLease(c int, call, ret int64, key, val string, lease, rev int64) porcupine.Operation {
+	return op(c, call, ret, Input{Kind: OpPutLease, Key: key, Value: val, Lease: lease}, Output{Rev: rev})
+}
+
+func revoke(c int, call, ret int64, lease, rev int64) porcupine.Operation {
+	return op(c, call, ret, Input{Kind: OpRevoke, Lease: lease}, Output{Rev: rev})
+}
+
+// rng is a range over prefix that returned the key/KV pairs kvs.
+func rng(c int, call, ret int64, prefix string, rev int64, kvs ...any) porcupine.Operation {
+	out := Output{Rev: rev}
+	for i := 0; i+1 < len(kvs); i += 2 {
+		out.Keys = append(out.Keys, kvs[i].(string))
+		out.KVs = append(out.KVs, kvs[i+1].(KV))
+	}
+	return op(c, call, ret, Input{Kind: OpRange, Key: prefix}, out)
+}
+
 func TestModel(t *testing.T) {
 	cases := []struct {
 		name string
@@ -226,6 +246,42 @@ func TestModel(t *testing.T) {
 			putUnknown(0, 1, "a", "maybe"),
 			put(1, 2, 3, "b", "x", 2),
 			get(1, 4, 5, "a", kv("maybe", 2, 2, 1), 3),
+		}},
+
+		// ---- ranges and leases ----
+		{name: "range sees every key of the prefix at one revision", want: true, ops: []porcupine.Operation{
+			put(0, 1, 2, "p/a", "1", 2),
+			put(0, 3, 4, "p/b", "2", 3),
+			put(0, 5, 6, "q", "3", 4),
+			rng(1, 7, 8, "p/", 4, "p/a", kv("1", 2, 2, 1), "p/b", kv("2", 3, 3, 1)),
+		}},
+		{name: "range missing a key", want: false, ops: []porcupine.Operation{
+			put(0, 1, 2, "p/a", "1", 2),
+			put(0, 3, 4, "p/b", "2", 3),
+			rng(1, 5, 6, "p/", 3, "p/b", kv("2", 3, 3, 1)),
+		}},
+		{name: "revoke deletes the lease's keys in one revision", want: true, ops: []porcupine.Operation{
+			putLease(0, 1, 2, "a", "1", 7, 2),
+			putLease(0, 3, 4, "b", "2", 7, 3),
+			put(0, 5, 6, "c", "3", 4),
+			revoke(1, 7, 8, 7, 5),
+			getAbsent(1, 9, 10, "a", 5),
+			get(1, 11, 12, "c", kv("3", 4, 4, 1), 5),
+		}},
+		{name: "revoke of a lease without keys keeps the revision", want: true, ops: []porcupine.Operation{
+			putLease(0, 1, 2, "a", "1", 7, 2),
+			put(0, 3, 4, "a", "2", 3), // detaches a from lease 7
+			revoke(1, 5, 6, 7, 3),
+			get(1, 7, 8, "a", leased(kv("2", 2, 3, 2), 0), 3),
+		}},
+		{name: "a key survives its lease's revoke", want: false, ops: []porcupine.Operation{
+			putLease(0, 1, 2, "a", "1", 7, 2),
+			revoke(1, 3, 4, 7, 3),
+			get(1, 5, 6, "a", leased(kv("1", 2, 2, 1), 7), 3),
+		}},
+		{name: "read reports the wrong lease", want: false, ops: []porcupine.Operation{
+			putLease(0, 1, 2, "a", "1", 7, 2),
+			get(1, 3, 4, "a", kv("1", 2, 2, 1), 2),
 		}},
 	}
 	for _, tc := range cases {

@@ -198,8 +198,8 @@ func (p *Pending) Fail() {
 }
 
 // Finish records the outcome of a call that returned out and err: OK records
-// out, Failed drops it, Unknown records an unknown output. Reads (OpGet) that
-// did not succeed are dropped either way: they changed nothing.
+// out, Failed drops it, Unknown records an unknown output. Reads (OpGet, OpRange)
+// that did not succeed are dropped either way: they changed nothing.
 func (p *Pending) Finish(out Output, err error) Outcome {
 	o := Classify(err)
 	if err != nil {
@@ -208,7 +208,7 @@ func (p *Pending) Finish(out Output, err error) Outcome {
 	switch {
 	case o == OK:
 		p.Return(out)
-	case o == Failed || p.in.Kind == OpGet:
+	case o == Failed || p.in.Kind == OpGet || p.in.Kind == OpRange:
 		p.Fail()
 	default:
 		p.Return(Output{Unknown: true})
@@ -299,6 +299,52 @@ func (r *Recorder) Get(ctx context.Context, cli *clientv3.Client, client int, ke
 	return p.result(out, err)
 }
 
+// PutLease runs cli.Put(key, value, WithLease(lease)) and records it.
+func (r *Recorder) PutLease(ctx context.Context, cli *clientv3.Client, client int, key, value string, lease clientv3.LeaseID) (Output, error) {
+	p := r.Call(client, Input{Kind: OpPutLease, Key: key, Value: value, Lease: int64(lease)})
+	resp, err := cli.Put(ctx, key, value, clientv3.WithLease(lease))
+	var out Output
+	if err == nil {
+		out.Rev = resp.Header.Revision
+	}
+	return p.result(out, err)
+}
+
+// Range runs a linearizable cli.Get(prefix, WithPrefix()) and records it.
+func (r *Recorder) Range(ctx context.Context, cli *clientv3.Client, client int, prefix string) (Output, error) {
+	p := r.Call(client, Input{Kind: OpRange, Key: prefix})
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	var out Output
+	if err == nil {
+		out.Rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			_, v := readKV([]*mvccpb.KeyValue{kv})
+			out.Keys = append(out.Keys, string(kv.Key))
+			out.KVs = append(out.KVs, v)
+		}
+	}
+	return p.result(out, err)
+}
+
+// Revoke runs cli.Revoke(lease) and records it. "lease not found" is an
+// unknown outcome here, not a failure: clientv3 retries LeaseRevoke on its
+// own (a repeatable RPC) when the connection breaks, so the attempt that
+// found no lease may follow one that revoked it.
+func (r *Recorder) Revoke(ctx context.Context, cli *clientv3.Client, client int, lease clientv3.LeaseID) (Output, error) {
+	p := r.Call(client, Input{Kind: OpRevoke, Lease: int64(lease)})
+	resp, err := cli.Revoke(ctx, lease)
+	var out Output
+	if err == nil {
+		out.Rev = resp.Header.Revision
+	}
+	if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+		r.noteError(OpRevoke, Unknown, err)
+		p.Return(Output{Unknown: true})
+		return Output{Unknown: true}, err
+	}
+	return p.result(out, err)
+}
+
 // Delete runs cli.Delete(key) and records it.
 func (r *Recorder) Delete(ctx context.Context, cli *clientv3.Client, client int, key string) (Output, error) {
 	p := r.Call(client, Input{Kind: OpDelete, Key: key})
@@ -347,7 +393,7 @@ func readKV(kvs []*mvccpb.KeyValue) (bool, KV) {
 		return false, KV{}
 	case 1:
 		kv := kvs[0]
-		return true, KV{Value: string(kv.Value), CreateRev: kv.CreateRevision, ModRev: kv.ModRevision, Version: kv.Version}
+		return true, KV{Value: string(kv.Value), CreateRev: kv.CreateRevision, ModRev: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
 	}
 	return true, KV{Value: fmt.Sprintf("<range of one key returned %d keys>", len(kvs))}
 }

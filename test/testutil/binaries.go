@@ -124,6 +124,11 @@ func isExecutable(p string) bool {
 // The zero value is ready to use. Call Cleanup (normally via RunMain) to
 // remove the temporary directory it built into.
 type Builder struct {
+	// Tags are build tags (e.g. "failpoints"); EnvBin names the variable
+	// holding a prebuilt binary to use instead (default DYAD_BIN).
+	Tags   []string
+	EnvBin string
+
 	once sync.Once
 	dir  string
 	path string
@@ -151,9 +156,13 @@ func (b *Builder) Build(t testing.TB) string {
 func (b *Builder) BuildTime() time.Duration { return b.took }
 
 func (b *Builder) build() {
-	if p := os.Getenv(EnvDyadBin); p != "" {
+	env := b.EnvBin
+	if env == "" {
+		env = EnvDyadBin
+	}
+	if p := os.Getenv(env); p != "" {
 		if !isExecutable(p) {
-			b.err = fmt.Errorf("%s=%s is not an executable file", EnvDyadBin, p)
+			b.err = fmt.Errorf("%s=%s is not an executable file", env, p)
 		}
 		b.path = p
 		return
@@ -175,12 +184,16 @@ func (b *Builder) build() {
 	b.dir = dir
 	b.path = filepath.Join(dir, "dyad")
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", b.path, "./cmd/dyad")
+	args := []string{"build", "-o", b.path}
+	if len(b.Tags) > 0 {
+		args = append(args, "-tags", strings.Join(b.Tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "./cmd/dyad")...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	b.took = time.Since(start)
 	if err != nil {
-		b.err = fmt.Errorf("go build ./cmd/dyad: %v\n%s", err, out)
+		b.err = fmt.Errorf("go %s ./cmd/dyad: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
 
@@ -191,11 +204,26 @@ func (b *Builder) Cleanup() {
 	}
 }
 
-// defaultBuilder backs BuildDyad. It is the package's only mutable global:
-// "build once per test binary" needs state that outlives any single test, and
-// BuildDyad(t) has no other place to keep it. Suites that want explicit
-// ownership can hold their own Builder instead.
-var defaultBuilder Builder
+// defaultBuilder backs BuildDyad, failpointsBuilder BuildDyadFailpoints.
+// They are the package's only mutable globals: "build once per test binary"
+// needs state that outlives any single test, and BuildDyad(t) has no other
+// place to keep it. Suites that want explicit ownership can hold their own
+// Builder instead.
+var (
+	defaultBuilder    Builder
+	failpointsBuilder = Builder{Tags: []string{"failpoints"}, EnvBin: EnvDyadFailpointsBin}
+)
+
+// EnvDyadFailpointsBin names a prebuilt failpoints build of dyad for
+// BuildDyadFailpoints.
+const EnvDyadFailpointsBin = "DYAD_FAILPOINTS_BIN"
+
+// BuildDyadFailpoints builds ./cmd/dyad with -tags failpoints (see
+// internal/failpoint) once per test binary and returns its path.
+func BuildDyadFailpoints(t testing.TB) string {
+	t.Helper()
+	return failpointsBuilder.Build(t)
+}
 
 // BuildDyad builds ./cmd/dyad once per test binary and returns its path.
 func BuildDyad(t testing.TB) string {
@@ -209,5 +237,6 @@ func BuildDyad(t testing.TB) string {
 func RunMain(m *testing.M) int {
 	code := m.Run()
 	defaultBuilder.Cleanup()
+	failpointsBuilder.Cleanup()
 	return code
 }

@@ -72,6 +72,10 @@ type Fault struct {
 	Down  bool          // every frame is dropped
 	Delay time.Duration // added to every frame
 	Loss  float64       // percentage of frames dropped (0..100)
+	// Reorder is the percentage of frames (0..100) sent at once instead of
+	// after Delay, overtaking the delayed ones (netem's "reorder"). It
+	// needs a Delay to reorder anything.
+	Reorder float64
 }
 
 func (f Fault) zero() bool { return f == Fault{} }
@@ -405,12 +409,23 @@ func (z *Zones) NetemOneWay(from Zone, delay time.Duration, lossPercent float64)
 	z.setFaults(func(f *[2]Fault) { f[from].Delay, f[from].Loss = delay, lossPercent })
 }
 
+// NetemReorder is Netem that also sends reorderPercent of the frames of
+// each direction at once, ahead of the delayed others.
+func (z *Zones) NetemReorder(delay time.Duration, lossPercent, reorderPercent float64) {
+	z.t.Helper()
+	if delay <= 0 || reorderPercent < 0 || reorderPercent > 100 {
+		z.t.Fatalf("testutil: NetemReorder(%v, %v%%, %v%%): out of range (reordering needs a delay)", delay, lossPercent, reorderPercent)
+	}
+	z.Netem(delay, lossPercent)
+	z.setFaults(func(f *[2]Fault) { f[0].Reorder, f[1].Reorder = reorderPercent, reorderPercent })
+}
+
 // ClearNetem removes delay and loss set by Netem; LinkDown stays in force.
 func (z *Zones) ClearNetem() {
 	z.t.Helper()
 	z.setFaults(func(f *[2]Fault) {
 		for i := range f {
-			f[i].Delay, f[i].Loss = 0, 0
+			f[i].Delay, f[i].Loss, f[i].Reorder = 0, 0, 0
 		}
 	})
 }
@@ -474,6 +489,9 @@ func netemArgs(ns string, f Fault) []string {
 	}
 	if f.Loss > 0 {
 		args = append(args, "loss", strconv.FormatFloat(f.Loss, 'f', -1, 64)+"%")
+	}
+	if f.Reorder > 0 && f.Delay > 0 {
+		args = append(args, "reorder", strconv.FormatFloat(f.Reorder, 'f', -1, 64)+"%")
 	}
 	return args
 }

@@ -40,8 +40,11 @@ type fwdFrame struct {
 type forwarder struct {
 	files  [2]*os.File // AF_PACKET sockets bound to the ports
 	queues [2]chan fwdFrame
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// express holds the frames Fault.Reorder sends at once: the writer
+	// sends them while it waits for a delayed frame of queues.
+	express [2]chan fwdFrame
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	faults [2]Fault
@@ -63,6 +66,7 @@ func startForwarder(ns string, ports [2]string) (*forwarder, error) {
 		// Non-blocking fds become pollable Files: Close unblocks a Read.
 		f.files[i] = os.NewFile(uintptr(fd), fmt.Sprintf("packet:%s/%s", ns, port))
 		f.queues[i] = make(chan fwdFrame, fwdQueueLen)
+		f.express[i] = make(chan fwdFrame, fwdQueueLen)
 	}
 	for i := range 2 {
 		f.wg.Go(func() { f.read(i) })
@@ -113,8 +117,12 @@ func (f *forwarder) read(dir int) {
 			continue
 		}
 		fr := fwdFrame{data: append([]byte(nil), buf[:n]...), due: now.Add(fault.Delay)}
+		q := f.queues[dir]
+		if fault.Reorder > 0 && rand.Float64()*100 < fault.Reorder {
+			q, fr.due = f.express[dir], now
+		}
 		select {
-		case f.queues[dir] <- fr:
+		case q <- fr:
 		default: // queue full: drop, as a full qdisc does
 		}
 	}
@@ -130,27 +138,47 @@ func (f *forwarder) write(dir int) {
 		case <-f.stop:
 			return
 		case fr = <-f.queues[dir]:
+		case x := <-f.express[dir]:
+			if !f.send(out, x) {
+				return
+			}
+			continue
 		}
 		if d := time.Until(fr.due); d > 0 {
 			timer.Reset(d)
-			select {
-			case <-f.stop:
-				return
-			case <-timer.C:
+		wait:
+			for {
+				select {
+				case <-f.stop:
+					return
+				case <-timer.C:
+					break wait
+				case x := <-f.express[dir]: // overtakes fr
+					if !f.send(out, x) {
+						return
+					}
+				}
 			}
 		}
-		f.mu.Lock()
-		active := f.active
-		f.mu.Unlock()
-		if !active {
-			continue
-		}
-		if _, err := out.Write(fr.data); errors.Is(err, os.ErrClosed) {
+		if !f.send(out, fr) {
 			return
 		}
-		// Other write errors (ENOBUFS, a port going down) lose the frame,
-		// as a real link would.
 	}
+}
+
+// send writes fr unless the forwarder is inactive; false means the socket
+// is closed and the writer must stop.
+func (f *forwarder) send(out *os.File, fr fwdFrame) bool {
+	f.mu.Lock()
+	active := f.active
+	f.mu.Unlock()
+	if !active {
+		return true
+	}
+	_, err := out.Write(fr.data)
+	// Other write errors (ENOBUFS, a port going down) lose the frame, as a
+	// real link would.
+	return !errors.Is(err, os.ErrClosed)
 }
 
 // openPacketSocket creates, inside namespace ns, a non-blocking AF_PACKET

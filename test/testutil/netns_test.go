@@ -582,6 +582,8 @@ func TestNetemArgs(t *testing.T) {
 		{Fault{Delay: 20 * time.Millisecond}, pre + " delay 20000us"},
 		{Fault{Loss: 2.5}, pre + " loss 2.5%"},
 		{Fault{Delay: 1500 * time.Microsecond, Loss: 100}, pre + " delay 1500us loss 100%"},
+		{Fault{Delay: 5 * time.Millisecond, Reorder: 25}, pre + " delay 5000us reorder 25%"},
+		{Fault{Reorder: 25}, pre},
 	} {
 		if got := strings.Join(netemArgs("ns", tc.f), " "); got != tc.want {
 			t.Errorf("netemArgs(%+v) = %q; want %q", tc.f, got, tc.want)

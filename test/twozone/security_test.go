@@ -15,6 +15,7 @@ import (
 
 	"github.com/dyad-db/dyad/internal/certs"
 	"github.com/dyad-db/dyad/internal/dds"
+	"github.com/dyad-db/dyad/test/testutil"
 )
 
 // requireSecurityPlugins skips where Debian's Cyclone security plugins are
@@ -27,7 +28,7 @@ func requireSecurityPlugins(t *testing.T) {
 
 // makePKI runs `dyad certs` for the pair into dir.
 func (z *zones) makePKI(dir string) {
-	out, err := exec.Command(z.bin, "certs", "--dir", dir, "--node", "a="+z.cliIP[0], "--node", "b="+z.cliIP[1]).CombinedOutput()
+	out, err := exec.Command(z.bin, "certs", "--dir", dir, "--node", "a="+z.net.ClientIP(testutil.ZoneA), "--node", "b="+z.net.ClientIP(testutil.ZoneB)).CombinedOutput()
 	if err != nil {
 		z.t.Fatalf("dyad certs: %v\n%s", err, out)
 	}
@@ -128,9 +129,9 @@ func TestPeerWithoutCredentialsNeverJoins(t *testing.T) {
 	written := 0
 	for n, in := range intruders {
 		t.Run(in.name, func(t *testing.T) {
-			logName := fmt.Sprintf("intruder-%d.log", n)
 			args := append([]string{"--data-dir", filepath.Join(z.dir, fmt.Sprintf("intruder-%d", n))}, in.flags...)
-			z.startLog(1, logName, args...)
+			z.start(1, args...)
+			logPath := z.Proc(testutil.ZoneB).LogPath()
 			defer z.kill(1)
 			// Write on a for longer than discovery plus a DDS Security
 			// handshake (about 0.3 s) and a peer lease.
@@ -145,7 +146,7 @@ func TestPeerWithoutCredentialsNeverJoins(t *testing.T) {
 				written++
 				time.Sleep(100 * time.Millisecond)
 			}
-			b, _ := os.ReadFile(filepath.Join(z.dir, logName))
+			b, _ := os.ReadFile(logPath)
 			if !strings.Contains(string(b), "msg=serving") {
 				t.Fatalf("the intruder did not run, so it tested nothing:\n%s", b)
 			}

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dyad-db/dyad/test/testutil"
 )
 
 // workload writes unique keys through both nodes and reads them back,
@@ -147,29 +149,7 @@ func (w *workload) verify(t *testing.T, i int) {
 // converged checks that both nodes hold the same history.
 func converged(t *testing.T, z *zones, leader int) {
 	t.Helper()
-	cli := z.client(leader)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := cli.Put(ctx, "sync-marker", time.Now().String())
-	if err != nil {
-		t.Fatalf("marker write: %v", err)
-	}
-	rev := resp.Header.Revision
-	other := 1 - leader
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g, err := z.client(other).Get(ctx, "sync-marker", clientv3.WithSerializable())
-		if err == nil && g.Header.Revision >= rev {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %c did not reach revision %d", 'a'+other, rev)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if ha, hb := z.hash(0, rev), z.hash(1, rev); ha != hb {
-		t.Fatalf("HashKV at %d differs: a %x, b %x", rev, ha, hb)
-	}
+	z.Converged(testutil.Zone(leader))
 }
 
 // isNoLeader reports etcd's "no leader" error.

@@ -1,0 +1,215 @@
+package robustness
+
+import (
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/failpoint"
+	"github.com/dyad-db/dyad/test/testutil"
+)
+
+// The fault table. Each fault heals itself before it returns; the runner
+// then restarts (clean) any node left dead, waits for the pair and checks.
+// The short run in CI takes the rows marked ci. A row with a bug fails
+// because of the dyad bug it names (docs/ROBUSTNESS.md, "Known failures");
+// it runs in "all" and in the soak, never in CI.
+var scenarios = []struct {
+	scenario
+	ci  bool
+	bug string
+}{
+	{scenario{name: "kill-primary", profile: kubernetes, fault: killNode(primary)}, true, ""},
+	{scenario{name: "kill-replica", profile: mixed, fault: killNode(replica)}, false, ""},
+	{scenario{name: "sigstop-primary", profile: kubernetes, fault: freeze(primary)}, true, ""},
+	{scenario{name: "sigstop-replica", profile: mixed, fault: freeze(replica)}, false, ""},
+	{scenario{name: "link-down-primary-to-replica", profile: kubernetes, fault: linkDownOneWay(primary)}, false, bugOneWaySplit},
+	{scenario{name: "link-down-replica-to-primary", profile: mixed, fault: linkDownOneWay(replica)}, false, bugOneWaySplit},
+	{scenario{name: "link-down-both-ways", profile: kubernetes, splitBrain: true, fault: partition}, false, ""},
+	{scenario{name: "delay-loss-reorder", profile: mixed, fault: shape}, true, ""},
+	{scenario{name: "full-disk-replica", profile: kubernetes, setup: diskOn(testutil.ZoneB), fault: fullDisk(testutil.ZoneB)}, true, ""},
+	{scenario{name: "full-disk-primary", profile: mixed, setup: diskOn(testutil.ZoneA), fault: fullDisk(testutil.ZoneA)}, false, ""},
+	{scenario{name: "slow-disk-replica", profile: kubernetes, fault: slowDisk(replica)}, false, ""},
+	{scenario{name: "slow-disk-primary", profile: mixed, fault: slowDisk(primary)}, true, ""},
+	{scenario{name: "crash-before-commit-primary", profile: kubernetes, fault: crashAt(primary, failpoint.BeforeCommit)}, false, bugQuickRestart},
+	{scenario{name: "crash-after-commit-primary", profile: mixed, fault: crashAt(primary, failpoint.AfterCommit)}, false, bugQuickRestart},
+	{scenario{name: "crash-before-commit-replica", profile: mixed, fault: crashAt(replica, failpoint.BeforeCommit)}, false, ""},
+	{scenario{name: "crash-after-commit-replica", profile: kubernetes, fault: crashAt(replica, failpoint.AfterCommit)}, true, ""},
+	{scenario{name: "crash-before-ack-replica", profile: kubernetes, fault: crashAt(replica, failpoint.BeforeAck)}, true, ""},
+	{scenario{name: "crash-after-ack-replica", profile: mixed, fault: crashAt(replica, failpoint.AfterAck)}, false, ""},
+	{scenario{name: "crash-before-release-primary", profile: kubernetes, fault: crashAt(primary, failpoint.BeforeRelease)}, false, ""},
+	{scenario{name: "crash-during-catchup-apply", profile: mixed, fault: crashInCatchup(failpoint.CatchupApply, replica)}, false, ""},
+	{scenario{name: "crash-during-catchup-serve", profile: kubernetes, fault: crashInCatchup(failpoint.CatchupServe, primary)}, false, ""},
+	{scenario{name: "crash-during-snapshot-install", profile: mixed, fault: crashInSnapshot(failpoint.SnapshotBeforeInstall)}, false, ""},
+	{scenario{name: "crash-after-snapshot-replace", profile: kubernetes, fault: crashInSnapshot(failpoint.SnapshotAfterInstall)}, false, ""},
+}
+
+// Known dyad bugs the table finds (see docs/ROBUSTNESS.md).
+const (
+	bugOneWaySplit = "a one-way link failure (either direction) can end in a split brain: both nodes go solo " +
+		"in the same term within milliseconds, and the side that cannot hear the other never yields"
+	bugQuickRestart = "a primary that crashes and restarts within about a second, as the replica promotes, " +
+		"leads again: either the pair flaps with the replica never acking, or the promoted replica's " +
+		"acknowledged writes end as conflict records (a split brain without a partition)"
+)
+
+// role picks a node by its role when the fault starts.
+type role func(h *harness) testutil.Zone
+
+func primary(h *harness) testutil.Zone { return h.leader }
+func replica(h *harness) testutil.Zone { return h.leader.Other() }
+
+// killNode: kill -9, the survivor serves alone, the node restarts and rejoins.
+func killNode(who role) func(h *harness) int {
+	return func(h *harness) int {
+		n := who(h)
+		h.p.Kill(n)
+		h.notef("kill -9 node %v", n)
+		h.p.WaitLeading(n.Other(), resumeWithin)
+		time.Sleep(time.Second)
+		h.p.Start(n)
+		return 1
+	}
+}
+
+// freeze: SIGSTOP for three leases, then SIGCONT.
+func freeze(who role) func(h *harness) int {
+	return func(h *harness) int {
+		n := who(h)
+		h.signalNode(n, syscall.SIGSTOP)
+		time.Sleep(3 * peerLease)
+		h.signalNode(n, syscall.SIGCONT)
+		return 1
+	}
+}
+
+// linkDownOneWay cuts the replication link from the chosen node to the
+// other for five leases: one side still hears its peer, so no split brain.
+func linkDownOneWay(from role) func(h *harness) int {
+	return func(h *harness) int {
+		n := from(h)
+		h.p.Net.LinkDown(n, n.Other())
+		h.notef("link down from %v to %v", n, n.Other())
+		time.Sleep(5 * peerLease)
+		h.p.Net.LinkUp()
+		return 1
+	}
+}
+
+// partition cuts the link both ways for five leases: both sides may go solo
+// (split brain); the preferred zone's history wins and the other side's
+// diverged writes become conflict records.
+func partition(h *harness) int {
+	h.p.Net.LinkDownBoth()
+	h.notef("link down both ways")
+	time.Sleep(5 * peerLease)
+	h.p.Net.LinkUp()
+	return 1
+}
+
+// shape delays (5 ms each way), drops (2%) and reorders (25% sent early)
+// the replication frames for six seconds.
+func shape(h *harness) int {
+	h.p.Net.NetemReorder(5*time.Millisecond, 2, 25)
+	h.notef("shaping the replication link (%s): 5ms delay, 2%% loss, 25%% reordered", h.p.Net.Shaper())
+	time.Sleep(6 * time.Second)
+	h.p.Net.LinkUp()
+	return 1
+}
+
+// diskOn puts node's data dir on a 64 MiB tmpfs.
+func diskOn(node testutil.Zone) func(h *harness) {
+	return func(h *harness) { h.diskDir = smallDisk(h, node, "64m") }
+}
+
+// fullDisk fills node's filesystem for three seconds (the node may fail
+// its commits and stop; the peer takes over), then frees it.
+func fullDisk(node testutil.Zone) func(h *harness) int {
+	return func(h *harness) int {
+		filler := fill(h.t, h.diskDir)
+		h.notef("filled node %v's disk", node)
+		time.Sleep(3 * time.Second)
+		if err := os.Remove(filler); err != nil {
+			h.t.Fatal(err)
+		}
+		h.notef("freed node %v's disk; it is running: %v", node, h.p.Running(node))
+		return 1
+	}
+}
+
+// slowDisk makes every commit of the node 100 ms slower for five seconds.
+func slowDisk(who role) func(h *harness) int {
+	return func(h *harness) int {
+		n := who(h)
+		h.arm(n, failpoint.BeforeCommit, "sleep(100ms)")
+		time.Sleep(5 * time.Second)
+		h.arm(n, failpoint.BeforeCommit, "")
+		return 1
+	}
+}
+
+// crashAt crashes the node at the failpoint's next hit; the runner
+// restarts it.
+func crashAt(who role, name string) func(h *harness) int {
+	return func(h *harness) int {
+		n := who(h)
+		h.arm(n, name, "1*crash")
+		if h.waitExit(n, resumeWithin) {
+			h.notef("node %v crashed at %s", n, name)
+		} else {
+			h.notef("node %v did not reach %s within %v", n, name, resumeWithin)
+		}
+		time.Sleep(time.Second)
+		return 1
+	}
+}
+
+// crashInCatchup: the replica is killed and misses writes; then it
+// restarts and catches up from the primary's log, and the failpoint (on
+// the replica applying, or the primary serving) crashes one of them there.
+func crashInCatchup(name string, at role) func(h *harness) int {
+	return func(h *harness) int {
+		r := replica(h)
+		h.p.Kill(r)
+		h.notef("kill -9 replica %v", r)
+		time.Sleep(3 * time.Second)
+		n := at(h)
+		if n == r {
+			h.p.StartEnv(r, []string{failpoint.EnvVar + "=" + name + "=1*crash"})
+		} else {
+			h.arm(n, name, "1*crash")
+			h.p.Start(r)
+		}
+		if h.waitExit(n, resumeWithin) {
+			h.notef("node %v crashed at %s", n, name)
+		} else {
+			h.notef("node %v did not reach %s within %v", n, name, resumeWithin)
+			h.p.Failpoint(n, name, "") //nolint:errcheck // disarm; the node may be gone
+		}
+		return 2
+	}
+}
+
+// crashInSnapshot: the primary crashes right after a commit, so its log may
+// hold an entry the replica never acknowledged; the replica takes over, and
+// the old primary rejoins by installing the new primary's snapshot (if its
+// log diverged), crashing there once.
+func crashInSnapshot(name string) func(h *harness) int {
+	return func(h *harness) int {
+		old := primary(h)
+		h.arm(old, failpoint.AfterCommit, "1*crash")
+		if !h.waitExit(old, resumeWithin) {
+			h.notef("node %v did not commit within %v", old, resumeWithin)
+			return 0
+		}
+		h.p.WaitLeading(old.Other(), resumeWithin)
+		h.p.Kill(old)
+		h.p.StartEnv(old, []string{failpoint.EnvVar + "=" + name + "=1*crash"})
+		if h.waitExit(old, resumeWithin) {
+			h.notef("node %v crashed at %s", old, name)
+		} else {
+			h.notef("node %v rejoined without a snapshot (its log had not diverged)", old)
+		}
+		return 2
+	}
+}
