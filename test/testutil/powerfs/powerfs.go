@@ -696,7 +696,9 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 func (h *handle) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	return h.lf.Setattr(ctx, in, out)
 }
-func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.lf.Fsync(ctx, flags) }
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return h.lf.Fsync(ctx, flags)
+}
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
 	return h.lf.Lseek(ctx, off, whence)
 }
