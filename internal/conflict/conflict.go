@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/dyad-db/dyad/internal/fsutil"
 )
 
 // FormatVersion is the version of the Set file format.
@@ -73,7 +75,9 @@ func Save(dir, name string, s *Set) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// The directory may be new: its own entry must be durable too, or a
+	// power loss takes the record with it.
+	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	b, err := json.MarshalIndent(s, "", " ")
@@ -87,7 +91,7 @@ func Save(dir, name string, s *Set) (string, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return "", err
 	}
-	return path, syncDir(dir)
+	return path, fsutil.SyncDir(dir)
 }
 
 func writeSync(path string, b []byte) error {
@@ -104,15 +108,6 @@ func writeSync(path string, b []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Load reads one set.
@@ -166,7 +161,10 @@ func Record(setPath string, r Resolution) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(setPath+".applied", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	log := setPath + ".applied"
+	_, statErr := os.Stat(log)
+	created := errors.Is(statErr, os.ErrNotExist)
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -178,7 +176,12 @@ func Record(setPath string, r Resolution) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// A new log's name must be durable too, or a power loss forgets the
+	// resolution while the key it re-applied stays in the store.
+	return fsutil.CreateDurably(log, created)
 }
 
 // Resolved returns the newest resolution of each key of the set.
@@ -212,7 +215,7 @@ func Accept(setPath string) error {
 	if err := writeSync(setPath+".accept", []byte(time.Now().UTC().Format(time.RFC3339)+"\n")); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(setPath))
+	return fsutil.SyncDir(filepath.Dir(setPath))
 }
 
 // Accepted reports whether Accept was called on the set.

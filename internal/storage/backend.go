@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dyad-db/dyad/internal/fsutil"
 )
 
 // Bucket names of etcd's backend schema. dyad writes the same buckets so that
@@ -107,12 +109,23 @@ func (b *Backend) InjectFault(f func() error) {
 
 // Open opens or creates the data file at path and makes sure every bucket of
 // the schema exists.
+//
+// A new data file is made durable by name before Open returns (its
+// directories and its entry fsynced): bbolt fsyncs the file's contents on
+// every commit but never its directory, so without this a power loss
+// could take the whole file, with every write acknowledged in it.
 func Open(path string, opts Options) (*Backend, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := fsutil.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, os.ErrNotExist)
 	db, err := openBolt(path, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := fsutil.CreateDurably(path, created); err != nil {
+		db.Close()
 		return nil, err
 	}
 	b := &Backend{path: path, opts: opts, db: db}
@@ -270,7 +283,7 @@ func (b *Backend) swapInLocked(tmp string) error {
 	if err := os.Rename(tmp, b.path); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(b.path)); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(b.path)); err != nil {
 		return err
 	}
 	db, err := openBolt(b.path, b.opts)
@@ -300,15 +313,6 @@ func (b *Backend) Close() error {
 	b.swap.Lock()
 	defer b.swap.Unlock()
 	return b.db.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // VerifySnapshot checks the SHA-256 trailer of an etcd-format snapshot file
@@ -353,7 +357,7 @@ func RestoreSnapshot(snapshot, dst string) error {
 	if _, err := os.Stat(dst); err == nil {
 		return fmt.Errorf("restore: %s already exists", dst)
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+	if err := fsutil.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
 	in, err := os.Open(snapshot)
@@ -397,7 +401,7 @@ func RestoreSnapshot(snapshot, dst string) error {
 	if err := os.Rename(tmp, dst); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dst))
+	return fsutil.SyncDir(filepath.Dir(dst))
 }
 
 // PutUint64 and Uint64 encode meta counters as etcd does (big endian).
