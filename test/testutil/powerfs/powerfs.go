@@ -147,6 +147,42 @@ func Mount(dir, mnt string) (*FS, error) {
 // Root is the backing directory (what survives a crash, after Crash).
 func (f *FS) Root() string { return f.root }
 
+// Close unmounts without a crash (test cleanup); processes using the
+// mount must be gone.
+func (f *FS) Close() error {
+	f.Cut()
+	return f.unmount()
+}
+
+// unmount detaches the mount and waits a little for go-fuse's readers to
+// end. They end only when the kernel drops the connection, and a mount
+// namespace created meanwhile by any process on the machine (ip netns
+// exec does) holds a copy of the mount that keeps it for as long as that
+// namespace lives. No request can come through such a copy that nobody
+// uses, so after a short grace period the readers are left to end with it.
+func (f *FS) unmount() error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = syscall.Unmount(f.mnt, 0); err != syscall.EBUSY {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("powerfs: unmount %s: %w", f.mnt, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		f.server.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(500 * time.Millisecond):
+	}
+	return nil
+}
+
 // Arm sets the trigger of the next power cut and restarts its counters.
 func (f *FS) Arm(t Trigger) {
 	f.mu.Lock()
@@ -177,17 +213,9 @@ func (f *FS) CutC() <-chan struct{} { return f.cutc }
 // the directory again to go on.
 func (f *FS) Crash(mode Mode, rng *rand.Rand) (Report, error) {
 	f.Cut()
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = f.server.Unmount(); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := f.unmount(); err != nil {
+		return Report{}, err
 	}
-	if err != nil {
-		return Report{}, fmt.Errorf("powerfs: unmount %s: %w", f.mnt, err)
-	}
-	f.server.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var rep Report
@@ -201,7 +229,7 @@ func (f *FS) Crash(mode Mode, rng *rand.Rand) (Report, error) {
 		}
 		rep.DirOpsUndone++
 	}
-	err = filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}

@@ -20,7 +20,7 @@ func mount(t *testing.T) (*FS, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.server.Unmount() })
+	t.Cleanup(func() { f.Close() })
 	return f, dir, mnt
 }
 
