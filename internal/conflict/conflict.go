@@ -2,6 +2,9 @@ package conflict
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +43,24 @@ type Set struct {
 	Keys []Key `json:"keys"`
 	// Entries are the diverged log entries, in order.
 	Entries []Entry `json:"entries"`
+	// SHA256 is the hex SHA-256 of the set's JSON encoding (as Save
+	// writes it) with this field empty. Load refuses a set whose bytes no
+	// longer match: a record that a disk corrupted must not be re-applied
+	// as if it were the loser's writes. Sets written before it existed
+	// have none and load unchecked.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// encode is the file form of s, with its checksum.
+func encode(s Set) ([]byte, error) {
+	s.SHA256 = ""
+	b, err := json.MarshalIndent(&s, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	s.SHA256 = hex.EncodeToString(sum[:])
+	return json.MarshalIndent(&s, "", " ")
 }
 
 // Key is the loser's final state of one key.
@@ -65,6 +86,9 @@ type Entry struct {
 	Request []byte `json:"request,omitempty"`
 }
 
+// ErrCorrupt reports a conflict record whose bytes changed after Save.
+var ErrCorrupt = errors.New("conflict record is corrupt")
+
 // Dir is where a data dir keeps its conflict sets.
 func Dir(dataDir string) string { return filepath.Join(dataDir, "conflicts") }
 
@@ -80,7 +104,7 @@ func Save(dir, name string, s *Set) (string, error) {
 	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	b, err := json.MarshalIndent(s, "", " ")
+	b, err := encode(*s)
 	if err != nil {
 		return "", err
 	}
@@ -122,6 +146,15 @@ func Load(path string) (*Set, error) {
 	}
 	if s.Version != FormatVersion {
 		return nil, fmt.Errorf("%s: conflict format version %d, this dyad reads %d", path, s.Version, FormatVersion)
+	}
+	if s.SHA256 != "" {
+		want, err := encode(s)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(bytes.TrimSpace(b), bytes.TrimSpace(want)) {
+			return nil, fmt.Errorf("%s: %w: the conflict record fails its SHA-256 check", path, ErrCorrupt)
+		}
 	}
 	return &s, nil
 }
