@@ -54,8 +54,13 @@ func pickTrigger(rng *rand.Rand, cycle int) powerCutTrigger {
 	}
 }
 
+// rng2 is a cheap per-cycle jitter for the maintenance loop, which runs
+// beside the test goroutine and so must not share its rand.Rand.
+func rng2(cycle int) int { return (cycle * 37) % 200 }
+
 // TestPowerCut runs dyad on powerfs and cuts the power again and again
-// while 8 clients write: at a random moment, just after a random fsync, or
+// while 8 clients write and the data file is defragmented over and over:
+// at a random moment, just after a random fsync, or
 // instead of a random write. Unsynced data is then rolled back, all of it
 // or a torn subset of sectors, and dyad restarts on what a rebooted
 // machine would find. After each restart:
@@ -94,6 +99,7 @@ func TestPowerCut(t *testing.T) {
 	var acked []ack
 	checkpoints := map[int64]uint32{} // revision -> HashKV
 	var lastRev int64
+	defrags := 0
 	var stats struct {
 		cuts, torn, restarts, dirOps, files, sectorsLost, sectorsKept int
 	}
@@ -130,6 +136,27 @@ func TestPowerCut(t *testing.T) {
 			}(w)
 		}
 		tStart := time.Now()
+		// Maintenance in the same window: defragmentation replaces the
+		// data file (a new file, a rename, a directory fsync), so a cut
+		// can land anywhere in that sequence too.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Duration(50+rng2(cycle)) * time.Millisecond):
+				}
+				c, cc := context.WithTimeout(ctx, 5*time.Second)
+				if _, err := cli.Defragment(c, srv.Endpoint()); err == nil {
+					mu.Lock()
+					defrags++
+					mu.Unlock()
+				}
+				cc()
+			}
+		}()
 		timer := time.NewTimer(trig.delay)
 		if trig.delay == 0 {
 			timer.Reset(5 * time.Second) // a trigger not reached in time
@@ -222,7 +249,7 @@ func TestPowerCut(t *testing.T) {
 		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", len(acked))
 	}
 	t.Logf("FIGURES power cuts %d (torn %d), restarts %d, acknowledged writes checked %d, lost 0, "+
-		"HashKV checkpoints %d; rolled back: dir ops %d, files %d, sectors lost %d / kept %d",
-		stats.cuts, stats.torn, stats.restarts, len(acked), len(checkpoints), stats.dirOps, stats.files,
+		"HashKV checkpoints %d, defrags %d; rolled back: dir ops %d, files %d, sectors lost %d / kept %d",
+		stats.cuts, stats.torn, stats.restarts, len(acked), len(checkpoints), defrags, stats.dirOps, stats.files,
 		stats.sectorsLost, stats.sectorsKept)
 }
