@@ -2,6 +2,9 @@ package conflict
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/dyad-db/dyad/internal/fsutil"
 )
 
 // FormatVersion is the version of the Set file format.
@@ -38,6 +43,24 @@ type Set struct {
 	Keys []Key `json:"keys"`
 	// Entries are the diverged log entries, in order.
 	Entries []Entry `json:"entries"`
+	// SHA256 is the hex SHA-256 of the set's JSON encoding (as Save
+	// writes it) with this field empty. Load refuses a set whose bytes no
+	// longer match: a record that a disk corrupted must not be re-applied
+	// as if it were the loser's writes. Sets written before it existed
+	// have none and load unchecked.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// encode is the file form of s, with its checksum.
+func encode(s Set) ([]byte, error) {
+	s.SHA256 = ""
+	b, err := json.MarshalIndent(&s, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	s.SHA256 = hex.EncodeToString(sum[:])
+	return json.MarshalIndent(&s, "", " ")
 }
 
 // Key is the loser's final state of one key.
@@ -63,6 +86,9 @@ type Entry struct {
 	Request []byte `json:"request,omitempty"`
 }
 
+// ErrCorrupt reports a conflict record whose bytes changed after Save.
+var ErrCorrupt = errors.New("conflict record is corrupt")
+
 // Dir is where a data dir keeps its conflict sets.
 func Dir(dataDir string) string { return filepath.Join(dataDir, "conflicts") }
 
@@ -73,10 +99,12 @@ func Save(dir, name string, s *Set) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// The directory may be new: its own entry must be durable too, or a
+	// power loss takes the record with it.
+	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	b, err := json.MarshalIndent(s, "", " ")
+	b, err := encode(*s)
 	if err != nil {
 		return "", err
 	}
@@ -87,7 +115,7 @@ func Save(dir, name string, s *Set) (string, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return "", err
 	}
-	return path, syncDir(dir)
+	return path, fsutil.SyncDir(dir)
 }
 
 func writeSync(path string, b []byte) error {
@@ -106,15 +134,6 @@ func writeSync(path string, b []byte) error {
 	return f.Close()
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // Load reads one set.
 func Load(path string) (*Set, error) {
 	b, err := os.ReadFile(path)
@@ -127,6 +146,15 @@ func Load(path string) (*Set, error) {
 	}
 	if s.Version != FormatVersion {
 		return nil, fmt.Errorf("%s: conflict format version %d, this dyad reads %d", path, s.Version, FormatVersion)
+	}
+	if s.SHA256 != "" {
+		want, err := encode(s)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(bytes.TrimSpace(b), bytes.TrimSpace(want)) {
+			return nil, fmt.Errorf("%s: %w: the conflict record fails its SHA-256 check", path, ErrCorrupt)
+		}
 	}
 	return &s, nil
 }
@@ -166,7 +194,10 @@ func Record(setPath string, r Resolution) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(setPath+".applied", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	log := setPath + ".applied"
+	_, statErr := os.Stat(log)
+	created := errors.Is(statErr, os.ErrNotExist)
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -178,7 +209,12 @@ func Record(setPath string, r Resolution) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	// A new log's name must be durable too, or a power loss forgets the
+	// resolution while the key it re-applied stays in the store.
+	return fsutil.CreateDurably(log, created)
 }
 
 // Resolved returns the newest resolution of each key of the set.
@@ -212,7 +248,7 @@ func Accept(setPath string) error {
 	if err := writeSync(setPath+".accept", []byte(time.Now().UTC().Format(time.RFC3339)+"\n")); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(setPath))
+	return fsutil.SyncDir(filepath.Dir(setPath))
 }
 
 // Accepted reports whether Accept was called on the set.

@@ -1,6 +1,8 @@
 package conflict
 
 import (
+	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"testing"
@@ -95,5 +97,58 @@ func TestSummarize(t *testing.T) {
 		if got := Summarize(tt.req); got != tt.want {
 			t.Errorf("Summarize = %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestLoadDetectsCorruption checks that a saved set loads back intact and
+// that any changed byte inside it (a value, a revision, the checksum
+// itself) or a truncation makes Load fail rather than return other data.
+func TestLoadDetectsCorruption(t *testing.T) {
+	dir := t.TempDir()
+	s := &Set{Version: FormatVersion, Created: time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600)), Member: "a",
+		Keys:    []Key{{Key: []byte("k"), Value: []byte("value-bytes"), ModRevision: 12}},
+		Entries: []Entry{{Index: 8, Epoch: "3/a", Time: time.Unix(5, 7).UTC(), Revision: 10, Summary: "put", Request: []byte{9, 8, 7}}}}
+	p, err := Save(dir, "s.json", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err != nil {
+		t.Fatalf("intact set: %v", err)
+	}
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func([]byte) []byte
+	}{
+		{"value changed", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(base64.StdEncoding.EncodeToString([]byte("value-bytes"))), []byte(base64.StdEncoding.EncodeToString([]byte("value-bytez"))), 1)
+		}},
+		{"revision changed", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"modRevision": 12`), []byte(`"modRevision": 13`), 1)
+		}},
+		{"checksum changed", func(b []byte) []byte {
+			i := bytes.Index(b, []byte(`"sha256": "`)) + len(`"sha256": "`)
+			b[i] ^= 1
+			return b
+		}},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := tt.edit(bytes.Clone(raw))
+			if bytes.Equal(bad, raw) {
+				t.Fatal("the edit changed nothing")
+			}
+			q := filepath.Join(t.TempDir(), "bad.json")
+			if err := os.WriteFile(q, bad, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Load(q); err == nil {
+				t.Fatal("a corrupted set loaded")
+			}
+		})
 	}
 }
