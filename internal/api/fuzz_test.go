@@ -565,7 +565,13 @@ func checkRangeAnswer(t *testing.T, n *rpcNode, r *pb.RangeRequest, resp *pb.Ran
 	if !r.CountOnly && resp.Count < int64(len(resp.Kvs)) {
 		t.Fatalf("Range count %d below %d kvs", resp.Count, len(resp.Kvs))
 	}
-	if resp.More != (resp.Count > int64(len(resp.Kvs))) && !r.CountOnly {
+	// As in etcd, count is taken before the revision filters and more only
+	// says that the limit cut the answer.
+	filtered := r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
+	if resp.More && (r.Limit <= 0 || int64(len(resp.Kvs)) != r.Limit) {
+		t.Fatalf("Range more with limit %d and %d kvs", r.Limit, len(resp.Kvs))
+	}
+	if !filtered && !r.CountOnly && resp.More != (resp.Count > int64(len(resp.Kvs))) {
 		t.Fatalf("Range more=%v with count %d and %d kvs", resp.More, resp.Count, len(resp.Kvs))
 	}
 	for _, kv := range resp.Kvs {
