@@ -1,17 +1,18 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/dyad-db/dyad/internal/mvcc"
 	"github.com/dyad-db/dyad/internal/server"
+	"github.com/dyad-db/dyad/internal/storage"
 )
 
 // seedDataFile builds a small data file holding every kind of record a node
@@ -56,31 +57,55 @@ func seedDataFile(f *testing.F) []byte {
 	return b
 }
 
-// FuzzOpenDataFile opens a node on a damaged data file (a snapshot the
-// replica installs or an etcd snapshot being migrated has the same format)
-// and reads everything back. The fuzzer's bytes are edits to a valid file:
-// each 3-byte group writes one byte at a 16-bit page-scaled offset, so the
-// damage lands anywhere while most of the file stays well formed. Opening
-// must fail with an error or give a node that answers reads; never a panic.
+// recordBuckets are the buckets whose records a node decodes when it opens
+// a data file (its own, or a snapshot the replica installs).
+var recordBuckets = [][]byte{storage.BucketKey, storage.BucketMeta, storage.BucketLease, storage.BucketAlarm,
+	storage.BucketAuth, storage.BucketAuthUsers, storage.BucketAuthRoles, storage.BucketLog, storage.BucketEpochs}
+
+// FuzzOpenDataFile writes one fuzzed record (a bucket, a key and a value,
+// replacing a real record when the key exists) into a valid data file, then
+// opens a node on it and reads everything back. Opening must fail with an
+// error or give a node that answers reads; never a panic. The damage is to
+// records, which dyad decodes; bbolt's own page structure is bbolt's to
+// check, and bbolt panics on a damaged one (etcd alike), which is why
+// snapshots travel with a checksum.
 func FuzzOpenDataFile(f *testing.F) {
 	good := seedDataFile(f)
-	f.Add([]byte{})
-	f.Add([]byte{0x10, 0x00, 0xff})                   // meta page 0
-	f.Add([]byte{0x10, 0x10, 0x00, 0x20, 0x10, 0x01}) // page headers
-	f.Fuzz(func(t *testing.T, edits []byte) {
-		file := bytes.Clone(good)
-		for len(edits) >= 3 {
-			off := int(binary.LittleEndian.Uint16(edits)) * len(file) >> 16
-			file[off] = edits[2]
-			edits = edits[3:]
+	rev := func(main int64) []byte { return mvcc.RevBytes(mvcc.Revision{Main: main}) }
+	f.Add(uint8(0), rev(2), []byte{0xff})                   // a key revision with a garbled value
+	f.Add(uint8(0), []byte{1, 2, 3}, []byte("x"))           // a malformed revision key
+	f.Add(uint8(1), storage.MetaConsistentIndex, []byte{1}) // a short meta integer
+	f.Add(uint8(1), storage.MetaFinishedCompact, []byte("bad"))
+	f.Add(uint8(1), storage.MetaScheduledCompct, rev(1<<40))
+	f.Add(uint8(2), []byte{0, 0, 0, 0, 0, 0, 0, 7}, []byte{0x08})
+	f.Add(uint8(3), []byte{0x08, 0x01}, []byte{})
+	f.Add(uint8(5), []byte("u"), []byte{0x0a, 0xff})
+	f.Add(uint8(6), []byte("r"), []byte{0x12, 0x03, 0x08})
+	f.Add(uint8(7), []byte{0, 0, 0, 0, 0, 0, 0, 1}, []byte{0x01, 0x02})
+	f.Add(uint8(8), []byte{0}, []byte{})
+	f.Fuzz(func(t *testing.T, bucket uint8, key, value []byte) {
+		if int(bucket) >= len(recordBuckets) || len(key) == 0 {
+			return
 		}
 		cfg := testConfig(t)
 		cfg.UnsafeNoFsync = true // damage, not durability, is under test
-		if err := os.MkdirAll(filepath.Dir(server.DBPath(cfg.DataDir)), 0o700); err != nil {
+		path := server.DBPath(cfg.DataDir)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(server.DBPath(cfg.DataDir), file, 0o600); err != nil {
+		if err := os.WriteFile(path, good, 0o600); err != nil {
 			t.Fatal(err)
+		}
+		db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(recordBuckets[bucket]).Put(key, value)
+		})
+		db.Close()
+		if err != nil {
+			return // bbolt refuses the key (too long)
 		}
 		srv, err := server.New(cfg)
 		if err != nil {
@@ -92,5 +117,6 @@ func FuzzOpenDataFile(f *testing.F) {
 			return
 		}
 		_, _ = srv.LeaseLeases(c)
+		_, _ = srv.HashKV(c, &pb.HashKVRequest{})
 	})
 }
