@@ -114,6 +114,14 @@ var etcdErrors = []error{
 	rpctypes.ErrGRPCCanceled, rpctypes.ErrGRPCDeadlineExceeded,
 }
 
+// etcdUnknown are errors etcd itself answers with code Unknown (it passes
+// them through from a library); dyad answers them alike.
+var etcdUnknown = map[string]bool{
+	// UserAdd/UserChangePassword with a password over 72 bytes (checked
+	// against etcd 3.6.16 by hand).
+	"bcrypt: password length exceeds 72 bytes": true,
+}
+
 // checkStatus fails unless err is nil or a gRPC status with a code a client
 // can act on; a message etcd defines must come with etcd's code.
 func checkStatus(t *testing.T, op string, err error) {
@@ -124,6 +132,9 @@ func checkStatus(t *testing.T, op string, err error) {
 	st, ok := status.FromError(err)
 	if !ok {
 		t.Fatalf("%s: error is not a gRPC status: %v", op, err)
+	}
+	if etcdUnknown[st.Message()] && st.Code() == codes.Unknown {
+		return
 	}
 	switch st.Code() {
 	case codes.Unknown, codes.Internal, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
