@@ -5,6 +5,7 @@
 // (measured as the process's RSS), and afterwards the server must still
 // answer and hold every acknowledged write.
 //
-// The RSS figures are logged (go test -v) for docs and notes; the bounds
+// DYAD_LIMITS_TARGET=etcd-3.6 runs the same cases against real etcd, for
+// comparison. The RSS figures are logged (go test -v) for docs and notes; the bounds
 // asserted are generous, to catch unbounded growth, not to time anything.
 package limits

@@ -25,6 +25,15 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testutil.RunMain(m)) }
 
+// envTarget names the server under test: dyad by default, or an etcd
+// binary ("etcd-3.6") to take the same measurements of etcd.
+const envTarget = "DYAD_LIMITS_TARGET"
+
+func start(t *testing.T, opts ...testutil.Option) *testutil.Server {
+	t.Helper()
+	return testutil.Start(t, testutil.TargetFromEnv(envTarget), opts...)
+}
+
 // rssKiB reads a process's anonymous resident memory (RssAnon: heap and
 // stacks, leaving out the mapped data file, which the kernel may evict) and
 // the peak of its whole resident set (VmHWM).
@@ -99,7 +108,7 @@ func checkAll(t *testing.T, c context.Context, cli *clientv3.Client, prefix stri
 // --max-txn-ops and checks each limit gives etcd's error, including in
 // nested txns, while writes at the limit succeed and none is lost.
 func TestFlagLimits(t *testing.T) {
-	srv := testutil.StartDyad(t, testutil.WithArgs("--max-request-bytes=4096", "--max-txn-ops=4"))
+	srv := start(t, testutil.WithArgs("--max-request-bytes=4096", "--max-txn-ops=4"))
 	cli := srv.Client(t)
 	c := ctx(t, time.Minute)
 	acked := map[string]string{}
@@ -139,7 +148,11 @@ func TestFlagLimits(t *testing.T) {
 	// dyad logs every txn, read-only ones too, so a read-only txn over the
 	// limit is refused (etcd serves those without raft and its check).
 	_, err = cli.Txn(c).If(clientv3.Compare(clientv3.Value("l/fits"), "=", strings.Repeat("c", 5000))).Commit()
-	sameErr(t, "read-only txn over --max-request-bytes", err, rpctypes.ErrGRPCRequestTooLarge)
+	if srv.Kind() == testutil.KindDyad {
+		sameErr(t, "read-only txn over --max-request-bytes", err, rpctypes.ErrGRPCRequestTooLarge)
+	} else if err != nil {
+		t.Errorf("etcd refused a read-only txn over --max-request-bytes: %v", err)
+	}
 	// Reads are not size-checked, as in etcd.
 	if _, err := cli.Get(c, strings.Repeat("k", 5000)); err != nil {
 		t.Errorf("get with a key over the limit: %v", err)
@@ -152,7 +165,7 @@ func TestFlagLimits(t *testing.T) {
 // memory stays bounded and the revocations delete exactly their keys.
 func TestLeaseFlood(t *testing.T) {
 	const leases, workers = 2000, 16
-	srv := testutil.StartDyad(t)
+	srv := start(t)
 	cli := srv.Client(t)
 	c := ctx(t, 3*time.Minute)
 	rss0, _ := rssKiB(t, srv.Pid())
@@ -213,7 +226,7 @@ func TestLeaseFlood(t *testing.T) {
 // bounded, and the server keeps answering.
 func TestWatchFlood(t *testing.T) {
 	const streams, perStream = 40, 100
-	srv := testutil.StartDyad(t)
+	srv := start(t)
 	cli := srv.Client(t)
 	c := ctx(t, 3*time.Minute)
 	rss0, _ := rssKiB(t, srv.Pid())
@@ -284,7 +297,7 @@ func TestWatchFlood(t *testing.T) {
 // once the watcher reads it gets every event in order with no gap.
 func TestSlowWatcher(t *testing.T) {
 	const writes, workers, valueSize = 2000, 8, 8 << 10
-	srv := testutil.StartDyad(t)
+	srv := start(t)
 	cli := srv.Client(t)
 	c := ctx(t, 4*time.Minute)
 	value := strings.Repeat("v", valueSize)
@@ -352,7 +365,9 @@ func TestSlowWatcher(t *testing.T) {
 	_, peak := rssKiB(t, srv.Pid())
 	t.Logf("FIGURE slow watcher: %d puts of %d KiB (%d KiB) per batch; anon RSS without a watcher %d -> max %d KiB (+%d); with one watcher that never reads %d -> max %d KiB after batch 1 (+%d), max %d KiB after batch 2 (+%d more); peak total RSS %d KiB",
 		writes, valueSize>>10, written, base0, base1, control, stalled0, stalled1, stalled1-stalled0, stalled2, stalled2-stalled1, peak)
-	if stalled2-stalled1 > written/4 {
+	// Compared with a batch written with no watcher at all (etcd, for one,
+	// keeps its recent raft log in memory, so any batch grows its heap).
+	if stalled2-stalled1 > control+written/4 {
 		t.Errorf("anon RSS kept growing with a stalled watcher: +%d KiB for the second %d KiB batch (+%d KiB for the first, +%d KiB with no watcher): its events are buffered in memory",
 			stalled2-stalled1, written, stalled1-stalled0, control)
 	}
