@@ -44,7 +44,8 @@ type rpcNode struct {
 	auth  pb.AuthClient
 	// compacted is the newest revision compacted by the run; calls are
 	// serial within one fuzz process, so the target tracks it itself.
-	compacted int64
+	compacted     int64
+	compactedOnce bool
 }
 
 func startRPCNode(tb testing.TB) *rpcNode {
@@ -371,12 +372,14 @@ func (n *rpcNode) call(t *testing.T, ctx context.Context, kind string, data []by
 		switch {
 		case r.Revision > rev:
 			wantErr(t, kind, err, rpctypes.ErrGRPCFutureRev)
-		case r.Revision <= n.compacted:
+		case r.Revision < n.compacted || (r.Revision == n.compacted && (r.Revision != 0 || n.compactedOnce)):
+			// etcd's compaction point starts at -1: a first compaction
+			// at 0 succeeds.
 			wantErr(t, kind, err, rpctypes.ErrGRPCCompacted)
 		case err != nil:
 			t.Fatalf("Compact %d (current %d, compacted %d): %v", r.Revision, rev, n.compacted, err)
 		default:
-			n.compacted = r.Revision
+			n.compacted, n.compactedOnce = r.Revision, true
 		}
 		return 0
 	case "LeaseGrant":
