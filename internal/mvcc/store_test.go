@@ -264,6 +264,27 @@ func TestCompactAtZero(t *testing.T) {
 	}
 }
 
+// TestHashKVNegativeRevision checks etcd's reading of a negative revision:
+// only 0 means "current"; a negative one covers no revision at all.
+func TestHashKVNegativeRevision(t *testing.T) {
+	be, s := openTest(t)
+	empty, err := s.HashKV(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, be, s, op{"a=1"}, op{"b=2"})
+	cur, err := s.HashKV(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []int64{-1, -7} {
+		h, err := s.HashKV(rev)
+		if err != nil || h.Hash != empty.Hash || h.Hash == cur.Hash {
+			t.Fatalf("HashKV(%d) = %d, %v; want the empty hash %d (current is %d)", rev, h.Hash, err, empty.Hash, cur.Hash)
+		}
+	}
+}
+
 func TestHistoryEventsAndHashStable(t *testing.T) {
 	be, s := openTest(t)
 	apply(t, be, s, op{"a=1", "b=1"}, op{"-a"}, op{"c=1"})
