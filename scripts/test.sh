@@ -44,7 +44,7 @@ go test -race -count=1 -timeout 15m ./internal/... ./cmd/...
 # Each fuzz target briefly (Go runs one -fuzz target per invocation); the
 # seed corpus and testdata/fuzz regressions already ran above as unit tests.
 log "fuzz targets (${DYAD_FUZZTIME:-5s} each)"
-for pkg in ./internal/repl ./internal/mvcc; do
+for pkg in ./internal/repl ./internal/mvcc ./internal/api ./internal/lease ./internal/conflict ./internal/server; do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime="${DYAD_FUZZTIME:-5s}" -parallel 1 "$pkg"
 	done

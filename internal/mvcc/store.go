@@ -37,6 +37,10 @@ type Store struct {
 	currentRev  int64 // last revision applied (writer's view)
 	readableRev int64 // last revision durable on disk (readers' view); <= currentRev
 	compactRev  int64 // last compaction revision; reads below it fail
+	// compacted says a compaction was ever scheduled. etcd starts its
+	// compaction point at -1, so a first compaction at revision 0 succeeds
+	// (and a second is refused); compactRev stays 0 for reads and hashes.
+	compacted bool
 	// scheduledCompact is a compaction whose physical part is not done yet.
 	scheduledCompact int64
 	// hashes are the hashes computed by the last physical compactions,
@@ -77,6 +81,7 @@ func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
 			s.compactRev = r.Main
 		}
 		if v := tx.Get(storage.BucketMeta, storage.MetaScheduledCompct); v != nil {
+			s.compacted = true
 			r, _, err := ParseRevBytes(v)
 			if err != nil {
 				return err
@@ -277,7 +282,7 @@ func (s *Store) rangeLocked(tx storage.ReadTx, key, end []byte, ro RangeOptions,
 func (s *Store) Compact(tx storage.WriteTx, rev int64) (*Compaction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rev <= s.compactRev {
+	if rev < s.compactRev || (rev == s.compactRev && (rev != 0 || s.compacted)) {
 		return nil, ErrCompacted
 	}
 	if rev > s.currentRev {
@@ -285,6 +290,7 @@ func (s *Store) Compact(tx storage.WriteTx, rev int64) (*Compaction, error) {
 	}
 	c := &Compaction{Rev: rev, prev: s.compactRev, keep: s.idx.compact(rev)}
 	s.compactRev = rev
+	s.compacted = true
 	if err := tx.Put(storage.BucketMeta, storage.MetaScheduledCompct, RevBytes(Revision{Main: rev})); err != nil {
 		return nil, err
 	}
@@ -453,7 +459,9 @@ func (s *Store) HashKV(rev int64) (KVHash, error) {
 		s.mu.RUnlock()
 		return KVHash{}, ErrCompacted
 	}
-	if rev <= 0 {
+	// Only 0 means "the current revision": etcd hashes a negative revision
+	// as it is, which covers no revision at all.
+	if rev == 0 {
 		rev = cur
 	}
 	keep := s.idx.keep(rev)

@@ -216,6 +216,75 @@ func TestCompaction(t *testing.T) {
 	})
 }
 
+// TestCompactAtZero checks etcd's edge: its compaction point starts at -1,
+// so the first compaction at revision 0 succeeds, a second one (also after
+// a restart) is refused, and negative revisions are always refused.
+func TestCompactAtZero(t *testing.T) {
+	be, s := openTest(t)
+	apply(t, be, s, op{"a=1"})
+	compact := func(st *Store, rev int64) error {
+		var c *Compaction
+		err := be.Update(func(tx storage.WriteTx) error {
+			var err error
+			c, err = st.Compact(tx, rev)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return st.PhysicalCompact(c)
+	}
+	steps := []struct {
+		rev     int64
+		restart bool
+		want    error
+	}{
+		{-1, false, ErrCompacted},
+		{0, false, nil},
+		{0, false, ErrCompacted},
+		{0, true, ErrCompacted},
+		{-5, false, ErrCompacted},
+		{1, false, nil},
+		{2, true, nil},
+	}
+	for i, st := range steps {
+		if st.restart {
+			var err error
+			if s, err = Open(be, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := compact(s, st.rev); err != st.want {
+			t.Fatalf("step %d: compact(%d) = %v, want %v", i, st.rev, err, st.want)
+		}
+	}
+	res, _, err := s.Range([]byte("a"), nil, RangeOptions{})
+	if err != nil || kvString(res.KVs) != "a=1@c2,m2,v1 " {
+		t.Fatalf("after compactions: %q, %v", kvString(res.KVs), err)
+	}
+}
+
+// TestHashKVNegativeRevision checks etcd's reading of a negative revision:
+// only 0 means "current"; a negative one covers no revision at all.
+func TestHashKVNegativeRevision(t *testing.T) {
+	be, s := openTest(t)
+	empty, err := s.HashKV(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, be, s, op{"a=1"}, op{"b=2"})
+	cur, err := s.HashKV(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []int64{-1, -7} {
+		h, err := s.HashKV(rev)
+		if err != nil || h.Hash != empty.Hash || h.Hash == cur.Hash {
+			t.Fatalf("HashKV(%d) = %d, %v; want the empty hash %d (current is %d)", rev, h.Hash, err, empty.Hash, cur.Hash)
+		}
+	}
+}
+
 func TestHistoryEventsAndHashStable(t *testing.T) {
 	be, s := openTest(t)
 	apply(t, be, s, op{"a=1", "b=1"}, op{"-a"}, op{"c=1"})

@@ -20,7 +20,7 @@ import (
 
 // node is an in-process dyad node served over loopback gRPC.
 type node struct {
-	t      *testing.T
+	t      testing.TB
 	cfg    server.Config
 	srv    *server.Server
 	cli    *clientv3.Client
@@ -28,7 +28,7 @@ type node struct {
 	done   chan struct{}
 }
 
-func startNode(t *testing.T, cfg server.Config) *node {
+func startNode(t testing.TB, cfg server.Config) *node {
 	t.Helper()
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -71,7 +71,7 @@ func (n *node) stop() {
 	<-n.done
 }
 
-func testConfig(t *testing.T) server.Config {
+func testConfig(t testing.TB) server.Config {
 	cfg := server.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.MinLeaseTTL = 1

@@ -301,6 +301,16 @@ func (s *Server) probe() error {
 	return nil
 }
 
+// Pid is the running process's id (0 when it is not running).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kind reports which implementation runs.
 func (s *Server) Kind() Kind { return s.kind }
 
