@@ -439,39 +439,3 @@ func TestClientV3(t *testing.T) {
 		t.Fatalf("compacted: err %v, compact %d", resp.Err(), resp.CompactRevision)
 	}
 }
-
-// blockingStream's Recv ignores the stream's context and blocks until
-// released, as gRPC's does when only a wrapper's context is cancelled
-// (streamLeader ends a require-leader stream that way on leader loss).
-type blockingStream struct {
-	fakeStream
-	release chan struct{}
-}
-
-func (b *blockingStream) Recv() (*pb.WatchRequest, error) {
-	<-b.release
-	return nil, io.EOF
-}
-
-// TestWatchServerWrapperContextCancelled: Watch returns once its context
-// is cancelled even while Recv is blocked, so that gRPC can end the stream
-// and the client learns it must watch again (a handler waiting for Recv
-// kept the stream open and silent after a failover).
-func TestWatchServerWrapperContextCancelled(t *testing.T) {
-	n := newNode(t)
-	srv := NewWatchServer(n.hub, fill, 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	bs := &blockingStream{fakeStream: fakeStream{ctx: ctx, sent: make(chan *pb.WatchResponse, 8)}, release: make(chan struct{})}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Watch(bs) }()
-	cancel()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, rpctypes.ErrGRPCWatchCanceled) {
-			t.Fatalf("err %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Watch did not return after its context was cancelled")
-	}
-	close(bs.release) // gRPC fails Recv once the handler has returned
-}
