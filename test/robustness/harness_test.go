@@ -61,8 +61,10 @@ type harness struct {
 func (h *harness) notef(format string, a ...any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.notes = append(h.notes, fmt.Sprintf(format, a...))
-	h.t.Logf(format, a...)
+	note := fmt.Sprintf(format, a...)
+	h.notes = append(h.notes, note)
+	// Stamped like the nodes' logs, to line the fault up with them.
+	h.t.Logf("%s %s", time.Now().UTC().Format("15:04:05.000"), note)
 }
 
 // restartDead starts, with no failpoint armed, every node whose process
