@@ -169,3 +169,66 @@ func TestLoopbackRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestBestEffortMatching: BEST_EFFORT endpoints match and deliver each
+// other's samples; a RELIABLE reader never matches a BEST_EFFORT writer
+// (RxO), which is why ddsnet gives both sides of a class the same QoS.
+func TestBestEffortMatching(t *testing.T) {
+	cfg := loopbackCfg(t)
+	pa, err := NewParticipant(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	pb, err := NewParticipant(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	const topic = "dyad_test_best_effort"
+	w, err := pa.NewWriter(topic, QoS{BestEffort: true, HistoryDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := pb.NewReader(topic, ReaderOptions{QoS: QoS{BestEffort: true}, Mode: ReceiveThread, Buffer: 16, Batch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := pb.NewReader(topic, ReaderOptions{Mode: ReceiveThread, Buffer: 16, Batch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := be.WaitMatched(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Best effort drops samples written before the match is complete on
+	// the writer's side too: write until one arrives.
+	got := false
+	for i := uint64(1); !got; i++ {
+		h := Header{Kind: 1, Cluster: 7, Node: 1, Index: i}
+		if err := w.Write(&h, payloadFor(i, 32)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case s := <-be.C():
+			if !bytes.Equal(s.Payload, payloadFor(s.Index, 32)) {
+				t.Fatalf("sample %d corrupted", s.Index)
+			}
+			s.Release()
+			got = true
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("no sample reached the best-effort reader")
+		}
+	}
+	if n, err := rel.Matched(); err != nil || n != 0 {
+		t.Fatalf("a RELIABLE reader matched a BEST_EFFORT writer (%d, %v)", n, err)
+	}
+	select {
+	case s := <-rel.C():
+		t.Fatalf("the RELIABLE reader received sample %d", s.Index)
+	default:
+	}
+}

@@ -152,9 +152,18 @@ func (p *Participant) topic(name string, qos *C.dds_qos_t) (C.dds_entity_t, erro
 }
 
 // QoS are the per-endpoint quality-of-service knobs. Both sides of a topic
-// are always RELIABLE, VOLATILE, ordered by reception (per-writer order is
-// the RTPS reliable order) and, for writers, autodispose=false.
+// are RELIABLE unless BestEffort, always VOLATILE, ordered by reception
+// (per-writer order is the RTPS reliable order) and, for writers,
+// autodispose=false.
 type QoS struct {
+	// BestEffort makes the endpoint BEST_EFFORT: a lost sample is not
+	// repaired, and samples after it are delivered at once. For periodic
+	// announcements where only the newest counts: a RELIABLE reader holds
+	// every later sample until a lost one is resent, which never happens
+	// while its acknowledgements cannot reach the writer (a link that fails
+	// one way). Both sides of a topic must agree: a RELIABLE reader does
+	// not match a BEST_EFFORT writer.
+	BestEffort bool
 	// HistoryDepth 0 means KEEP_ALL (the default: nothing is ever replaced
 	// before it is acknowledged/taken); n > 0 means KEEP_LAST n.
 	HistoryDepth int
@@ -172,7 +181,11 @@ func (q QoS) c() *C.dds_qos_t {
 	if q.MaxBlockingTime <= 0 {
 		q.MaxBlockingTime = defaultMaxBlockingTime
 	}
-	return C.dyad_qos(C.int32_t(q.HistoryDepth), C.int64_t(q.MaxBlockingTime), C.int32_t(q.MaxSamples))
+	var be C.int
+	if q.BestEffort {
+		be = 1
+	}
+	return C.dyad_qos(C.int32_t(q.HistoryDepth), C.int64_t(q.MaxBlockingTime), C.int32_t(q.MaxSamples), be)
 }
 
 // waitUntil polls cond every 5 ms until it is true or ctx ends.

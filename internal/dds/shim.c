@@ -87,10 +87,10 @@ int32_t dyad_wait_take(dyad_rx *rx, int64_t timeout_ns)
   return 0;
 }
 
-dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples)
+dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples, int best_effort)
 {
   dds_qos_t *q = dds_create_qos();
-  dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, max_blocking_ns);
+  dds_qset_reliability(q, best_effort ? DDS_RELIABILITY_BEST_EFFORT : DDS_RELIABILITY_RELIABLE, max_blocking_ns);
   if (depth <= 0)
     dds_qset_history(q, DDS_HISTORY_KEEP_ALL, 0);
   else

@@ -48,6 +48,6 @@ dds_return_t dyad_wake(dyad_rx *rx);
 dyad_rx *dyad_rx_new_listener(uint32_t max, uintptr_t gohandle);
 dds_listener_t *dyad_listener(dyad_rx *rx);
 
-dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples);
+dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples, int best_effort);
 
 #endif

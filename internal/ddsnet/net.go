@@ -41,6 +41,24 @@ var _ transport.Transport = (*Net)(nil)
 // TopicName is the DDS topic of class c.
 func TopicName(prefix string, c transport.Class) string { return prefix + "_" + c.String() }
 
+// bestEffort reports whether class c travels BEST_EFFORT. Heartbeats do:
+// each one restates the sender's whole state, so a lost one costs nothing,
+// while a RELIABLE heartbeat topic stops delivering at the first lost frame
+// for as long as the receiver's acknowledgements cannot reach the sender.
+// On a link that fails one way that would make the side that still
+// receives deaf too, and both would lead alone (docs/ARCHITECTURE.md,
+// "One-way link failures"). Every other class is RELIABLE.
+func bestEffort(c transport.Class) bool { return c == transport.Heartbeat }
+
+// writerQoS is the writer QoS of class c: a BEST_EFFORT writer keeps only
+// its newest sample (nothing waits for acknowledgement).
+func writerQoS(c transport.Class, sendTimeout time.Duration) dds.QoS {
+	if bestEffort(c) {
+		return dds.QoS{BestEffort: true, HistoryDepth: 1, MaxBlockingTime: sendTimeout}
+	}
+	return dds.QoS{MaxBlockingTime: sendTimeout}
+}
+
 // New creates the participant and the writers; Start adds the readers.
 func New(cfg Config) (*Net, error) {
 	if cfg.Prefix == "" {
@@ -58,7 +76,7 @@ func New(cfg Config) (*Net, error) {
 	}
 	n := &Net{cfg: cfg, p: p}
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
-		w, err := p.NewWriter(TopicName(cfg.Prefix, c), dds.QoS{MaxBlockingTime: cfg.SendTimeout})
+		w, err := p.NewWriter(TopicName(cfg.Prefix, c), writerQoS(c, cfg.SendTimeout))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("ddsnet: writer %s: %w", c, err)
@@ -82,7 +100,7 @@ func (n *Net) Start(h transport.Handler) error {
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
 		class := c
 		r, err := n.p.NewReader(TopicName(n.cfg.Prefix, c), dds.ReaderOptions{
-			QoS:  dds.QoS{MaxSamples: n.cfg.ReaderMaxSamples},
+			QoS:  dds.QoS{MaxSamples: n.cfg.ReaderMaxSamples, BestEffort: bestEffort(c)},
 			Mode: dds.ReceiveThread,
 			Handler: func(s *dds.Sample) {
 				if s.Cluster != n.cfg.Cluster || s.Node == n.cfg.Node {

@@ -96,6 +96,41 @@ func (d *Detector) PeerHeard(now int64) bool {
 	return d.peerSeen != 0 && now-d.peerSeen <= int64(d.Lease)
 }
 
+// HeardAgo is how long ago the newest peer heartbeat arrived (-1: never).
+func (d *Detector) HeardAgo(now int64) time.Duration {
+	if d.peerSeen == 0 {
+		return -1
+	}
+	return time.Duration(now - d.peerSeen)
+}
+
+// Silence is how long the peer has been silent on this node's own running
+// time (what PeerDead compares with Lease), for the HeardAgo of an outgoing
+// heartbeat; -1: never heard.
+func (d *Detector) Silence(now int64) time.Duration {
+	if d.peerSeen == 0 {
+		return -1
+	}
+	since := max(d.peerSeen, d.runningSince)
+	return time.Duration(now - since)
+}
+
+// PeerDeaf reports whether the heartbeat h, received at now, says that the
+// peer has not heard this node for over Lease/2 although this node ran
+// without a freeze all that time (so it sent heartbeats): the link from
+// this node to the peer is failing, and the peer is about to declare it
+// dead. A freeze of this node within that time explains the silence, so
+// it is not counted.
+func (d *Detector) PeerDeaf(h *Heartbeat, now int64) bool {
+	if h.Hears(d.Lease / 2) {
+		return false
+	}
+	if h.HeardAgo < 0 { // never: deaf once this node has sent for Lease/2
+		return now-d.runningSince > int64(d.Lease/2)
+	}
+	return d.runningSince <= now-int64(h.HeardAgo)
+}
+
 // RunningSince is the start of this node's current uninterrupted run:
 // timeouts measured by the node start no earlier.
 func (d *Detector) RunningSince() int64 { return d.runningSince }

@@ -2,6 +2,7 @@ package repl
 
 import (
 	"encoding/binary"
+	"time"
 )
 
 // Kinds of transport messages (transport.Message.Kind). The class each one
@@ -203,7 +204,20 @@ type Heartbeat struct {
 	// solo epochs while it leads (0: none). Applied >= SoloFrom means it
 	// acknowledged writes alone: what decides who yields after a split.
 	SoloFrom uint64
+	// HeardAgo is how long the sender had not heard the receiver when it
+	// sent this heartbeat, on its own running time (a freeze of the sender
+	// restarts it), to the millisecond; -1: never. A peer that stops
+	// hearing a live node is about to take over (or has gone solo): the
+	// node must then not take the lead alone (docs/ARCHITECTURE.md,
+	// "One-way link failures").
+	HeardAgo time.Duration
 }
+
+// maxHeardAgoMs is the largest HeardAgo, in milliseconds, a Duration holds.
+const maxHeardAgoMs = uint64(1<<63-1) / uint64(time.Millisecond)
+
+// Hears reports whether the sender had heard the receiver within d.
+func (h *Heartbeat) Hears(d time.Duration) bool { return h.HeardAgo >= 0 && h.HeardAgo <= d }
 
 // WroteSolo reports whether the sender acknowledged entries alone in its
 // current run of solo epochs.
@@ -230,7 +244,12 @@ func (h *Heartbeat) Encode() []byte {
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, h.MaxTerm)
 	b = binary.AppendUvarint(b, h.EpochStart)
-	return binary.AppendUvarint(b, h.SoloFrom)
+	b = binary.AppendUvarint(b, h.SoloFrom)
+	var ago uint64 // 0: never; else milliseconds + 1
+	if h.HeardAgo >= 0 {
+		ago = uint64(h.HeardAgo/time.Millisecond) + 1
+	}
+	return binary.AppendUvarint(b, ago)
 }
 
 // DecodeHeartbeat decodes Heartbeat.Encode's output.
@@ -257,6 +276,16 @@ func DecodeHeartbeat(b []byte) (Heartbeat, error) {
 		h.MaxTerm = d.uvarint()
 		h.EpochStart = d.uvarint()
 		h.SoloFrom = d.uvarint()
+		// An older sender does not report HeardAgo: taken as hearing.
+		if len(d.b) > 0 {
+			h.HeardAgo = -1
+			switch ago := d.uvarint(); {
+			case ago > maxHeardAgoMs+1:
+				d.err = ErrDecode
+			case ago > 0:
+				h.HeardAgo = time.Duration(ago-1) * time.Millisecond
+			}
+		}
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = ErrDecode

@@ -2,6 +2,7 @@ package repl
 
 import (
 	"bytes"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestEntriesRoundTrip(t *testing.T) {
 }
 
 func TestMessagesRoundTrip(t *testing.T) {
-	hb := Heartbeat{Role: RolePrimary, Epoch: Epoch{5, 1}, Applied: 10, Commit: 9, Rev: 42, SentAt: 123, Echo: 99, LedLast: true, CatchingUp: true, MaxTerm: 6, EpochStart: 4, SoloFrom: 8}
+	hb := Heartbeat{Role: RolePrimary, Epoch: Epoch{5, 1}, Applied: 10, Commit: 9, Rev: 42, SentAt: 123, Echo: 99, LedLast: true, CatchingUp: true, MaxTerm: 6, EpochStart: 4, SoloFrom: 8, HeardAgo: 250 * time.Millisecond}
 	if got, err := DecodeHeartbeat(hb.Encode()); err != nil || got != hb {
 		t.Fatalf("heartbeat: %+v %v", got, err)
 	}
@@ -68,6 +69,41 @@ func TestMessagesRoundTrip(t *testing.T) {
 	}
 	if _, err := DecodeHeartbeat(hb.Encode()[:5]); err == nil {
 		t.Fatal("truncated heartbeat decoded")
+	}
+}
+
+// HeardAgo travels to the millisecond, "never" survives, and a heartbeat
+// from a sender that does not report it reads as hearing.
+func TestHeartbeatHeardAgo(t *testing.T) {
+	const within = 500 * time.Millisecond
+	tests := []struct {
+		name  string
+		ago   time.Duration
+		want  time.Duration
+		hears bool
+	}{
+		{"just now", 0, 0, true},
+		{"sub-millisecond is cut", 1500 * time.Microsecond, time.Millisecond, true},
+		{"at the bound", within, within, true},
+		{"past the bound", within + time.Millisecond, within + time.Millisecond, false},
+		{"never", -1, -1, false},
+	}
+	for _, tt := range tests {
+		hb := Heartbeat{Role: RoleReplica, HeardAgo: tt.ago}
+		got, err := DecodeHeartbeat(hb.Encode())
+		if err != nil || got.HeardAgo != tt.want || got.Hears(within) != tt.hears {
+			t.Errorf("%s: decoded HeardAgo %v (hears %v), err %v; want %v (hears %v)", tt.name, got.HeardAgo, got.Hears(within), err, tt.want, tt.hears)
+		}
+	}
+	old := Heartbeat{Role: RoleReplica, HeardAgo: -1}
+	b := old.Encode()
+	got, err := DecodeHeartbeat(b[:len(b)-1]) // the field is one byte here
+	if err != nil || !got.Hears(0) {
+		t.Errorf("heartbeat without HeardAgo: %+v %v; want it taken as hearing", got, err)
+	}
+	huge := append(append([]byte(nil), b[:len(b)-1]...), binary.AppendUvarint(nil, 1<<63)...)
+	if _, err := DecodeHeartbeat(huge); err == nil {
+		t.Error("a HeardAgo past a Duration's range decoded")
 	}
 }
 
@@ -323,5 +359,62 @@ func TestHandoverRoundTrip(t *testing.T) {
 	h := Handover{Epoch: Epoch{7, 1}, Last: 3}
 	if _, err := DecodeHandover(h.Encode()[:4]); err == nil {
 		t.Fatal("truncated handover decoded")
+	}
+}
+
+// TestDetectorPeerDeaf: a peer that reports not hearing this node for over
+// Lease/2 is deaf to it, unless a freeze of this node within that time
+// explains the silence; a peer that never heard it is deaf once this node
+// has run for Lease/2.
+func TestDetectorPeerDeaf(t *testing.T) {
+	L := time.Second
+	for _, tc := range []struct {
+		name     string
+		runFor   time.Duration // this node's run since its last freeze
+		heardAgo time.Duration // what the peer reports (-1: never)
+		want     bool
+	}{
+		{"peer hears this node", 10 * L, 100 * time.Millisecond, false},
+		{"at Lease/2", 10 * L, L / 2, false},
+		{"past Lease/2", 10 * L, L/2 + time.Millisecond, true},
+		{"a full lease", 10 * L, L, true},
+		{"this node froze within the silence", 300 * time.Millisecond, L, false},
+		{"this node froze before the silence", L, 800 * time.Millisecond, true},
+		{"never heard, this node just started", L / 4, -1, false},
+		{"never heard, this node sent for a while", L, -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDetector(L, 0)
+			t0 := d.Now()
+			d.Tick(t0 + int64(10*L)) // a freeze: running since t0+10L
+			now := t0 + int64(10*L) + int64(tc.runFor)
+			h := Heartbeat{Role: RoleReplica, HeardAgo: tc.heardAgo}
+			if got := d.PeerDeaf(&h, now); got != tc.want {
+				t.Fatalf("PeerDeaf = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDetectorSilence: the silence a heartbeat reports runs on this node's
+// own running time, and is -1 before the peer was ever heard.
+func TestDetectorSilence(t *testing.T) {
+	L := int64(time.Second)
+	d := NewDetector(time.Second, 0)
+	t0 := d.Now()
+	if got := d.Silence(t0); got != -1 {
+		t.Fatalf("Silence before hearing = %v, want -1", got)
+	}
+	d.Heard(&Heartbeat{SentAt: 1}, t0)
+	d.Tick(t0 + L/8)
+	if got := d.Silence(t0 + L/4); got != time.Duration(L/4) {
+		t.Fatalf("Silence = %v, want %v", got, time.Duration(L/4))
+	}
+	d.Tick(t0 + 2*L) // a freeze: the count restarts
+	if got := d.Silence(t0 + 2*L + L/8); got != time.Duration(L/8) {
+		t.Fatalf("Silence after a freeze = %v, want %v", got, time.Duration(L/8))
+	}
+	if got := d.HeardAgo(t0 + 2*L + L/8); got != time.Duration(2*L+L/8) {
+		t.Fatalf("HeardAgo = %v, want the raw %v", got, time.Duration(2*L+L/8))
 	}
 }

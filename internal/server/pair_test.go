@@ -206,6 +206,65 @@ func TestPairTruncatesUnacknowledgedSuffix(t *testing.T) {
 	}
 }
 
+// A link that fails one way, and then (as Cyclone does once the deaf
+// side's participant lease of its peer runs out) the other way too. The
+// side that cannot hear leads alone; the side that can learns from the
+// heartbeats that it is not heard and neither goes solo, nor promotes, nor
+// leads alone once its peer falls silent. No split brain: when the link is back
+// the pair forms again with every write the leader acknowledged.
+func TestPairOneWayLink(t *testing.T) {
+	tests := []struct {
+		name      string
+		cut       [2]uint64 // from, to: the direction that fails first
+		leader    int       // index into {a, b} of the node that must lead
+		failovers float64   // counted by b
+	}{
+		{"replica to primary", [2]uint64{2, 1}, 0, 0},
+		{"primary to replica", [2]uint64{1, 2}, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			net := transport.NewMemNet()
+			a := pairNode(t, net, t.TempDir(), 1, true)
+			b := pairNode(t, net, t.TempDir(), 2, false)
+			waitRole(t, a, repl.RolePrimary)
+			waitRole(t, b, repl.RoleReplica)
+			put(t, a.cli, "k", "before")
+			nodes := []*node{a, b}
+			leader, other := nodes[tt.leader], nodes[1-tt.leader]
+
+			net.Block(tt.cut[0], tt.cut[1], true)
+			waitRole(t, leader, repl.RoleSolo)
+			solo := put(t, leader.cli, "k", "solo")
+			net.Block(tt.cut[1], tt.cut[0], true)
+			deadline := time.Now().Add(10 * testLease)
+			for time.Now().Before(deadline) {
+				// A primary that has not yet heard of the takeover may
+				// stay "primary" a while: it cannot acknowledge anything
+				// without its replica. Acknowledging alone is the split.
+				if other.srv.Role() == repl.RoleSolo {
+					t.Fatalf("%s leads alone although its peer only stopped hearing it", other.cfg.Name)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			net.Partition(1, 2, false)
+			waitRole(t, leader, repl.RolePrimary)
+			waitRole(t, other, repl.RoleReplica)
+			if v, rev := get(t, other.cli, "k"); v != "solo" || rev < solo {
+				t.Fatalf("%s reads %q at %d after the link came back, want the solo write at >= %d", other.cfg.Name, v, rev, solo)
+			}
+			for _, n := range nodes {
+				if v := promtest.ToFloat64(n.cfg.Metrics.SplitBrains); v != 0 {
+					t.Fatalf("%s: %v split brains after a one-way link failure", n.cfg.Name, v)
+				}
+			}
+			if v := promtest.ToFloat64(b.cfg.Metrics.Failovers); v != tt.failovers {
+				t.Fatalf("b counted %v failovers, want %v", v, tt.failovers)
+			}
+		})
+	}
+}
+
 // "The replica dies, the primary runs solo and dies, the replica returns
 // alone": it must wait, because the other node holds writes it never saw,
 // until the operator forces it.

@@ -57,9 +57,18 @@ type replState struct {
 	inbox    chan *transport.Message
 	catchupc chan catchupJob
 
-	epochs   []repl.EpochRecord
-	maxTerm  uint64
-	ledLast  bool // the newest epoch at start was this node's own
+	epochs  []repl.EpochRecord
+	maxTerm uint64
+	// ledLast: the newest epoch this node knows of is its own (read from
+	// the epoch history at start; set on leading, cleared on following).
+	ledLast bool
+	// holdOff says why this node must not take the lead alone (promote, go
+	// solo, or lead after a start without hearing its peer): the peer's
+	// last heartbeat said it does not hear this node, so the peer takes
+	// over or leads alone itself (a one-way link failure). Empty: it may.
+	// Set from every heartbeat (docs/ARCHITECTURE.md, "One-way link
+	// failures").
+	holdOff  string
 	started  int64
 	peer     repl.Heartbeat
 	peerSeen bool
@@ -265,6 +274,7 @@ func (s *Server) newEpochAt(solo bool, start uint64) error {
 	}
 	r.epochs = append(r.epochs, rec)
 	r.maxTerm = term
+	r.ledLast = true
 	s.mu.Lock()
 	s.term.Store(term)
 	s.epoch = rec.Epoch
@@ -278,7 +288,8 @@ func (s *Server) setRole(role repl.Role, why string) {
 	if old == role {
 		return
 	}
-	s.log.Warn("role change", "from", old.String(), "to", role.String(), "why", why, "epoch", s.currentEpoch().String(), "applied-index", s.appliedIdx)
+	s.log.Warn("role change", "from", old.String(), "to", role.String(), "why", why, "epoch", s.currentEpoch().String(), "applied-index", s.appliedIdx,
+		"peer-heard-ago", r.det.HeardAgo(r.det.Now()).Round(time.Millisecond).String(), "peer-role", r.peer.Role.String())
 	s.m.Role.Set(float64(role))
 	if old == repl.RoleReplica {
 		// Forwarded requests may or may not be applied by a later
@@ -362,7 +373,7 @@ func (s *Server) sendHeartbeat() {
 		EpochStart: start, SoloFrom: soloFrom,
 		Role: role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
 		Rev: s.store.ReadableRev(), SentAt: sentAt, Echo: echo, LedLast: r.ledLast, MaxTerm: r.maxTerm,
-		CatchingUp: role == repl.RoleReplica && !r.verified,
+		CatchingUp: role == repl.RoleReplica && !r.verified, HeardAgo: r.det.Silence(now),
 	}
 	if err := r.tr.Send(&transport.Message{Class: transport.Heartbeat, Kind: repl.KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Payload: hb.Encode()}); err != nil {
 		s.log.Debug("heartbeat not sent", "err", err)
@@ -466,7 +477,7 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 		}
 		waited := now-r.started > 2*int64(r.cfg.Lease)
 		switch {
-		case fresh && r.peer.Role == repl.RoleSolo && r.ledLast && !s.yieldsTo(&r.peer):
+		case fresh && r.peer.Role == repl.RoleSolo && r.ledLast && !s.yieldsTo(&r.peer) && r.holdOff == "":
 			// Restarted after a split in which this node should win:
 			// lead again, and the peer yields when it hears it.
 			s.lead(ctx, "restarted after a split brain that this node wins")
@@ -474,17 +485,24 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			s.follow()
 		case fresh && r.peer.Role == repl.RoleReplica && r.ledLast:
 			// Back before the replica promoted: lead again; it follows.
-			s.lead(ctx, "restarted before the replica took over")
+			// Only once it has heard this node lately: a replica still
+			// counting the silence of this node's previous run may be
+			// promoting right now (both would lead in the same term).
+			if s.peerHearsNow(now) {
+				s.lead(ctx, "restarted before the replica took over")
+			}
 		case fresh && r.peer.Role == repl.RoleWaiting:
 			// Cold start of both: the one that led last leads; a fresh
 			// pair is started by the bootstrap node.
 			lead := r.ledLast && !r.peer.LedLast ||
 				r.ledLast && r.peer.LedLast && r.cfg.Preferred ||
 				!r.ledLast && !r.peer.LedLast && s.appliedIdx == 0 && r.peer.Applied == 0 && r.cfg.Bootstrap
-			if lead && waited {
+			// A peer that does not hear this node and led last leads
+			// alone by the next rule; this one then follows it.
+			if lead && waited && (r.holdOff == "" || !r.peer.LedLast) {
 				s.lead(ctx, "cold start of both nodes")
 			}
-		case !fresh && waited && (r.ledLast || r.cfg.Bootstrap && s.appliedIdx == 0 && len(r.epochs) == 0):
+		case !fresh && waited && r.holdOff == "" && (r.ledLast || r.cfg.Bootstrap && s.appliedIdx == 0 && len(r.epochs) == 0):
 			s.lead(ctx, "peer absent; this node led last")
 		}
 	case repl.RoleReplica:
@@ -493,6 +511,12 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			r.leader.Store(r.following.Node)
 		}
 		if r.det.PeerDead(now) && r.det.PeerLeaseExpired(now) {
+			if r.holdOff != "" {
+				// The primary stopped hearing this node before it fell
+				// silent here: it has gone solo (a one-way link failure).
+				s.setRole(repl.RoleWaiting, "the primary stopped hearing this node and leads alone: waiting for it (or dyad force-primary)")
+				return
+			}
 			// Only a synchronous replica may take over: one that was
 			// catching up from a solo primary lacks acknowledged writes.
 			syncHB := r.peer.Role == repl.RolePrimary && s.appliedIdx+1 >= r.peer.EpochStart
@@ -510,6 +534,15 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			return
 		}
 		if (r.det.PeerDead(now) || s.ackOverdue(now)) && r.det.PeerLeaseExpired(now) {
+			if r.holdOff != "" {
+				// The replica stopped hearing this node: it takes over
+				// (a one-way link failure). Going solo too would split
+				// the pair; wait for it instead. This node still led
+				// last: if the replica does not take over, it leads
+				// again when they meet.
+				s.stepDown("the replica stopped hearing this node and takes over: waiting for it (or dyad force-primary)")
+				return
+			}
 			start := s.appliedIdx + 1
 			if len(r.inflight) > 0 {
 				start = r.ackIdx + 1
@@ -541,6 +574,18 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			s.setRole(repl.RolePrimary, "replica caught up")
 		}
 	}
+}
+
+// peerHearsNow reports whether the peer has heard this node within the
+// last Lease/2, as of now: the silence its last heartbeat reported plus
+// that heartbeat's age. A peer that hears this node does not declare it
+// dead for at least another Lease/2.
+func (s *Server) peerHearsNow(now int64) bool {
+	r := s.repl
+	if !s.peerFresh(now) || r.peer.HeardAgo < 0 {
+		return false
+	}
+	return r.det.HeardAgo(now)+r.peer.HeardAgo <= r.cfg.Lease/2
 }
 
 // countFalseFailover counts a takeover by the peer while this node led
@@ -620,6 +665,7 @@ func (s *Server) follow() {
 	r.verified = false
 	r.mergeRev = 0
 	r.following = r.peer.Epoch
+	r.ledLast = false
 	s.setRole(repl.RoleReplica, "following "+r.peer.Epoch.String())
 	s.askCatchup()
 }
@@ -665,9 +711,18 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		now := r.det.Now()
+		if r.peerSeen && hb.SentAt < r.peer.SentAt && r.peer.SentAt-hb.SentAt < int64(r.cfg.Lease) {
+			// Overtaken by a newer one (heartbeats travel best effort). A
+			// much older SentAt is a restarted peer's new clock.
+			return
+		}
 		r.peerID.Store(m.From)
 		r.det.Heard(&hb, m.Received)
 		r.peer, r.peerSeen = hb, true
+		r.holdOff = ""
+		if r.det.PeerDeaf(&hb, m.Received) {
+			r.holdOff = "the peer does not hear this node"
+		}
 		if hb.MaxTerm > r.maxTerm {
 			r.maxTerm = hb.MaxTerm
 		}

@@ -10,7 +10,10 @@
 //   - Messages of one Class from one sender arrive in send order, without
 //     duplicates; a Class may lose its tail when the peer goes away (RELIABLE
 //     delivery ends with the peer's liveliness), never a message in the
-//     middle while the peer stays matched.
+//     middle while the peer stays matched. The exception is Heartbeat:
+//     heartbeats may be lost, and (rarely) overtake one another; each
+//     restates the sender's whole state, and the receiver ignores one older
+//     than the newest it has.
 //   - Send never drops silently: it returns an error (ErrTimeout under
 //     sustained back-pressure, ErrClosed after Close) or the message is
 //     queued for reliable delivery.

@@ -23,16 +23,16 @@ var scenarios = []struct {
 	{scenario{name: "kill-replica", profile: mixed, fault: killNode(replica)}, false, ""},
 	{scenario{name: "sigstop-primary", profile: kubernetes, fault: freeze(primary)}, true, ""},
 	{scenario{name: "sigstop-replica", profile: mixed, fault: freeze(replica)}, false, ""},
-	{scenario{name: "link-down-primary-to-replica", profile: kubernetes, fault: linkDownOneWay(primary)}, false, bugOneWaySplit},
-	{scenario{name: "link-down-replica-to-primary", profile: mixed, fault: linkDownOneWay(replica)}, false, bugOneWaySplit},
+	{scenario{name: "link-down-primary-to-replica", profile: kubernetes, fault: linkDownOneWay(primary)}, true, ""},
+	{scenario{name: "link-down-replica-to-primary", profile: mixed, fault: linkDownOneWay(replica)}, true, ""},
 	{scenario{name: "link-down-both-ways", profile: kubernetes, splitBrain: true, fault: partition}, false, ""},
 	{scenario{name: "delay-loss-reorder", profile: mixed, fault: shape}, true, ""},
 	{scenario{name: "full-disk-replica", profile: kubernetes, setup: diskOn(testutil.ZoneB), fault: fullDisk(testutil.ZoneB)}, true, ""},
 	{scenario{name: "full-disk-primary", profile: mixed, setup: diskOn(testutil.ZoneA), fault: fullDisk(testutil.ZoneA)}, false, ""},
 	{scenario{name: "slow-disk-replica", profile: kubernetes, fault: slowDisk(replica)}, false, ""},
 	{scenario{name: "slow-disk-primary", profile: mixed, fault: slowDisk(primary)}, true, ""},
-	{scenario{name: "crash-before-commit-primary", profile: kubernetes, fault: crashAt(primary, failpoint.BeforeCommit)}, false, bugQuickRestart},
-	{scenario{name: "crash-after-commit-primary", profile: mixed, fault: crashAt(primary, failpoint.AfterCommit)}, false, bugQuickRestart},
+	{scenario{name: "crash-before-commit-primary", profile: kubernetes, fault: crashAt(primary, failpoint.BeforeCommit)}, false, ""},
+	{scenario{name: "crash-after-commit-primary", profile: mixed, fault: crashAt(primary, failpoint.AfterCommit)}, false, ""},
 	{scenario{name: "crash-before-commit-replica", profile: mixed, fault: crashAt(replica, failpoint.BeforeCommit)}, false, ""},
 	{scenario{name: "crash-after-commit-replica", profile: kubernetes, fault: crashAt(replica, failpoint.AfterCommit)}, true, ""},
 	{scenario{name: "crash-before-ack-replica", profile: kubernetes, fault: crashAt(replica, failpoint.BeforeAck)}, true, ""},
@@ -43,15 +43,6 @@ var scenarios = []struct {
 	{scenario{name: "crash-during-snapshot-install", profile: mixed, fault: crashInSnapshot(failpoint.SnapshotBeforeInstall)}, false, ""},
 	{scenario{name: "crash-after-snapshot-replace", profile: kubernetes, fault: crashInSnapshot(failpoint.SnapshotAfterInstall)}, false, ""},
 }
-
-// Known dyad bugs the table finds (see docs/ROBUSTNESS.md).
-const (
-	bugOneWaySplit = "a one-way link failure (either direction) can end in a split brain: both nodes go solo " +
-		"in the same term within milliseconds, and the side that cannot hear the other never yields"
-	bugQuickRestart = "a primary that crashes and restarts within about a second, as the replica promotes, " +
-		"leads again: either the pair flaps with the replica never acking, or the promoted replica's " +
-		"acknowledged writes end as conflict records (a split brain without a partition)"
-)
 
 // role picks a node by its role when the fault starts.
 type role func(h *harness) testutil.Zone
