@@ -57,7 +57,9 @@ and the two-zone benchmarks, which run after a target's operations:
                delivers it (M1), replica lag vs 0.5 s (M3), linearizable reads
                on the primary and the replica under the write load, HashKV
   failover     dyad-pair: kill -9 the primary --kills times under load; write
-               outage vs 2 s, acknowledged writes lost, resync time, time solo
+               outage vs 2 s, acknowledged writes lost, resync time, time solo,
+               and throughput in the phases steady / a zone lost / the zone
+               rejoining (M2)
   load         dyad-pair: CPU hogs on every core plus writes for
                --load-duration; role changes and false failovers (must be 0)
   contrast     etcd-1/2/3, kine-*: the same zone loss (etcd-3 as 2+1: kill the

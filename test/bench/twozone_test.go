@@ -91,6 +91,13 @@ func TestBenchTwoZoneSmoke(t *testing.T) {
 		if k.Outage <= 0 || k.NewWrites == 0 || k.Resync <= 0 || k.Failovers != 1 {
 			t.Errorf("kill %d: outage %v, %d new writes, resync %v, %d failovers on the survivor", i+1, k.Outage, k.NewWrites, k.Resync, k.Failovers)
 		}
+		// M2's phases: both zones wrote before the kill, the survivor
+		// alone after it; the rejoin window exists (it may be too short
+		// to hold a write).
+		ph := k.Phases
+		if ph[twozone.PhaseSteady].Writes == 0 || ph[twozone.PhaseZoneLost].Writes == 0 || ph[twozone.PhaseRejoin].Seconds <= 0 {
+			t.Errorf("kill %d: phases %+v: want writes in steady state and with a zone lost, and a rejoin window", i+1, ph)
+		}
 		// After a failover the survivor leads, so the next kill takes
 		// the other zone.
 		if i > 0 && k.Victim == fo.Kills[i-1].Victim {

@@ -47,9 +47,46 @@ type Kill struct {
 	// Solo is the survivor's dyad_solo_seconds_total over the round.
 	Solo time.Duration `json:"solo_ns"`
 	// Failovers and FalseFailovers are the survivor's counters' increase.
-	Failovers      int    `json:"failovers"`
-	FalseFailovers int    `json:"false_failovers"`
-	Err            string `json:"error,omitempty"`
+	Failovers      int `json:"failovers"`
+	FalseFailovers int `json:"false_failovers"`
+	// Phases counts the requests both zones' steady clients completed in
+	// the study's phases of this round (M2): steady state, a zone lost,
+	// and the zone rejoining.
+	Phases [numPhases]PhaseCount `json:"phases"`
+	Err    string                `json:"error,omitempty"`
+}
+
+// The M2 phases of a failover round.
+const (
+	// PhaseSteady: the Settle period before the kill, both zones up.
+	PhaseSteady = iota
+	// PhaseZoneLost: from the first write the survivor acknowledged until
+	// the killed node is restarted (one zone serves alone).
+	PhaseZoneLost
+	// PhaseRejoin: from the restart until the pair is synchronous again
+	// (the returning zone catches up while both zones' clients write).
+	PhaseRejoin
+	numPhases
+)
+
+// PhaseNames are the report's names of the phases, by index.
+var PhaseNames = [numPhases]string{"steady state", "a zone lost", "the zone rejoining"}
+
+// PhaseCount is what both zones' steady clients (not the probes)
+// completed successfully within one phase window.
+type PhaseCount struct {
+	Seconds float64 `json:"seconds"`
+	Writes  int     `json:"writes"`
+	Reads   int     `json:"reads"`
+}
+
+// PhaseRate is a phase over the whole series: its total length and the
+// requests per second completed in it.
+type PhaseRate struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Writes  float64 `json:"writes_per_s"`
+	Reads   float64 `json:"reads_per_s"`
 }
 
 // FailoverResult is the series.
@@ -67,6 +104,8 @@ type FailoverResult struct {
 	LostFinal int `json:"lost_final"`
 	// Hash compares both nodes at one revision after the series.
 	Hash Hash `json:"hash"`
+	// Phases is M2 over the completed rounds, by phase.
+	Phases []PhaseRate `json:"phases"`
 	// timeline is every request, for the plot; t0 the series' start.
 	timeline []sample
 	t0       time.Time
@@ -143,11 +182,36 @@ func Failover(ctx context.Context, p *target.Pair, cfg Config) (*FailoverResult,
 	}
 	res.Outage, res.ReadOutage, res.Resync, res.Solo = distOf(outs), distOf(routs), distOf(resyncs), distOf(solos)
 	res.WriterOutage, res.Promoted = distOf(wouts), distOf(proms)
+	res.Phases = phaseRates(res.Kills)
 	cfg.progress("dyad-pair: failover done", 1)
 	return res, nil
 }
 
 var errNoPair = errors.New("the pair did not form")
+
+// phaseRates sums each phase over the completed rounds.
+func phaseRates(kills []Kill) []PhaseRate {
+	var sum [numPhases]PhaseCount
+	for _, k := range kills {
+		if k.Err != "" {
+			continue
+		}
+		for i, c := range k.Phases {
+			sum[i].Seconds += c.Seconds
+			sum[i].Writes += c.Writes
+			sum[i].Reads += c.Reads
+		}
+	}
+	var out []PhaseRate
+	for i, c := range sum {
+		r := PhaseRate{Name: PhaseNames[i], Seconds: c.Seconds}
+		if c.Seconds > 0 {
+			r.Writes, r.Reads = float64(c.Writes)/c.Seconds, float64(c.Reads)/c.Seconds
+		}
+		out = append(out, r)
+	}
+	return out
+}
 
 // probeEvery is how often a fresh write starts through each zone during
 // fault benchmarks: the resolution of the outage.
@@ -239,7 +303,11 @@ func killRound(ctx context.Context, p *target.Pair, tr *traffic, cfg Config, t0 
 	}); err != nil {
 		return k, fmt.Errorf("%w again after the restart: %v", errNoPair, err)
 	}
-	k.Resync = time.Since(restart)
+	resynced := time.Now()
+	k.Resync = resynced.Sub(restart)
+	k.Phases[PhaseSteady] = tr.phase(kill.Add(-cfg.Settle), kill)
+	k.Phases[PhaseZoneLost] = tr.phase(first, restart)
+	k.Phases[PhaseRejoin] = tr.phase(restart, resynced)
 	if k.LostAfterRejoin, err = missingOn(ctx, p.Zones()[leader], cfg.Prefix+"failover/", acked); err != nil {
 		return k, fmt.Errorf("reading back from the restarted node: %w", err)
 	}

@@ -60,6 +60,13 @@ func (r *FailoverResult) Markdown(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "HashKV after the series at revision %d: a %08x, b %08x (%s).\n", r.Hash.Revision, r.Hash.Hashes[0], r.Hash.Hashes[1], map[bool]string{true: "equal", false: "DIFFERENT"}[r.Hash.Equal])
 	}
+	if len(r.Phases) > 0 && r.Phases[PhaseSteady].Seconds > 0 {
+		steady := r.Phases[PhaseSteady]
+		b.WriteString("\nThroughput in the study's phases (M2), summed over the completed rounds: requests both zones' steady clients completed per second (the probes not counted).\n\n| phase | seconds | writes/s | reads/s | writes vs steady | reads vs steady |\n|---|--:|--:|--:|--:|--:|\n")
+		for _, p := range r.Phases {
+			fmt.Fprintf(&b, "| %s | %.1f | %.0f | %.0f | %s | %s |\n", p.Name, p.Seconds, p.Writes, p.Reads, ratio(p.Writes, steady.Writes), ratio(p.Reads, steady.Reads))
+		}
+	}
 	b.WriteString("\n| # | killed | at | write outage | steady writers' outage | promotion | writes held across the kill | read outage | new writes in 1 s | lost | lost after rejoin | resync | solo | error |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for i, k := range r.Kills {
 		fmt.Fprintf(&b, "| %d | %s | %.1f s | %s | %s | %s | %d | %s | %d | %d | %d | %s | %s | %s |\n", i+1, k.Victim, k.At.Seconds(),
@@ -114,4 +121,12 @@ func (r *FailoverResult) HTML(w io.Writer) error {
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	return strings.ReplaceAll(s, "|", "/")
+}
+
+// ratio formats a/b as "0.87×" ("n/a" when b is zero).
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
 }

@@ -278,6 +278,29 @@ func (t *traffic) count(from time.Time, keep func(sample) bool) int {
 	return n
 }
 
+// phase counts the steady clients' successful requests (not the probes')
+// that ended in [from, to).
+func (t *traffic) phase(from, to time.Time) PhaseCount {
+	c := PhaseCount{Seconds: to.Sub(from).Seconds()}
+	if c.Seconds <= 0 {
+		return PhaseCount{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.samples) - 1; i >= 0 && !t.samples[i].end.Before(from); i-- {
+		s := t.samples[i]
+		if !s.ok || s.probe || !s.end.Before(to) {
+			continue
+		}
+		if s.write {
+			c.Writes++
+		} else {
+			c.Reads++
+		}
+	}
+	return c
+}
+
 // ackedKeys is a copy of every key acknowledged so far.
 func (t *traffic) ackedKeys() []string {
 	t.mu.Lock()

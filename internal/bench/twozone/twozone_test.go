@@ -109,3 +109,52 @@ func TestTrafficTimeline(t *testing.T) {
 		t.Errorf("zone b's bucket at 1.2 s holds %v writes, want 1", got)
 	}
 }
+
+// TestPhaseCounts: a phase counts the steady clients' successful requests
+// that ended inside its window (probes and failures not), and the series
+// rate sums the completed rounds only.
+func TestPhaseCounts(t *testing.T) {
+	t0 := time.Unix(2000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tr := &traffic{samples: []sample{
+		{zone: 0, write: true, ok: true, start: at(0), end: at(100)},
+		{zone: 1, write: false, ok: true, start: at(50), end: at(200)},
+		{zone: 1, write: true, ok: true, probe: true, start: at(300), end: at(400)}, // a probe
+		{zone: 0, write: true, ok: false, start: at(500), end: at(900)},             // failed
+		{zone: 0, write: true, ok: true, start: at(950), end: at(1000)},             // at the window's end: outside
+	}}
+	tests := []struct {
+		name     string
+		from, to int
+		want     PhaseCount
+	}{
+		{"whole window", 0, 1000, PhaseCount{Seconds: 1, Writes: 1, Reads: 1}},
+		{"from the read on", 150, 2000, PhaseCount{Seconds: 1.85, Writes: 1, Reads: 1}},
+		{"nothing inside", 210, 950, PhaseCount{Seconds: 0.74}},
+		{"empty window", 500, 500, PhaseCount{}},
+	}
+	for _, tt := range tests {
+		if got := tr.phase(at(tt.from), at(tt.to)); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+	kills := []Kill{
+		{Phases: [numPhases]PhaseCount{{Seconds: 2, Writes: 200, Reads: 100}, {Seconds: 1, Writes: 60}, {Seconds: 1, Writes: 80, Reads: 40}}},
+		{Phases: [numPhases]PhaseCount{{Seconds: 2, Writes: 200, Reads: 100}, {Seconds: 1, Writes: 40}, {Seconds: 1, Writes: 120, Reads: 60}}},
+		{Phases: [numPhases]PhaseCount{{Seconds: 9, Writes: 9}}, Err: "a round that did not complete"},
+	}
+	rates := phaseRates(kills)
+	want := []PhaseRate{
+		{Name: PhaseNames[PhaseSteady], Seconds: 4, Writes: 100, Reads: 50},
+		{Name: PhaseNames[PhaseZoneLost], Seconds: 2, Writes: 50},
+		{Name: PhaseNames[PhaseRejoin], Seconds: 2, Writes: 100, Reads: 50},
+	}
+	if len(rates) != len(want) {
+		t.Fatalf("%d phases, want %d", len(rates), len(want))
+	}
+	for i := range want {
+		if rates[i] != want[i] {
+			t.Errorf("phase %d: %+v, want %+v", i, rates[i], want[i])
+		}
+	}
+}
