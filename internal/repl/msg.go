@@ -27,6 +27,12 @@ const (
 	KindHandoverAck                    // Control: Handover (Refused set or not), replica -> primary
 )
 
+// KindLeaving (Control, no payload, Message.Term = the term of the epoch
+// the replica follows), replica -> primary: the replica stops on purpose
+// and no longer serves clients; the primary of that epoch may lead alone
+// at once instead of waiting out its silence and read lease.
+const KindLeaving uint16 = 48
+
 // Flags of KindCatchup and KindSnapChunk messages.
 const (
 	// FlagLogGone: the log no longer reaches back to the index asked for.

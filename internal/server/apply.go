@@ -202,6 +202,7 @@ func (s *Server) applier(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			s.leave()
 			return nil
 		case p := <-props:
 			s.leadBatch(p)

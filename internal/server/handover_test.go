@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -439,4 +441,59 @@ func alarms(t *testing.T, n *node) []*pb.AlarmMember {
 		t.Fatalf("%s: alarm list: %v", n.cfg.Name, err)
 	}
 	return resp.Alarms
+}
+
+// logBuffer collects a node's log lines (safe for the node's goroutines).
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *logBuffer) contains(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Contains(string(b.buf), s)
+}
+
+// A replica stopped on purpose tells its primary, which leads alone at
+// once (rather than after the replica's silence and read lease: a stall of
+// writes on every rolling restart). A message of that kind for an older
+// epoch changes nothing.
+func TestPairReplicaLeaving(t *testing.T) {
+	net := transport.NewMemNet()
+	var logs logBuffer
+	cfgA := pairConfig(net, t.TempDir(), 1, true)
+	cfgA.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	a := startNode(t, cfgA)
+	b := pairNode(t, net, t.TempDir(), 2, false)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	put(t, a.cli, "k", "v")
+
+	// A stale leaving message (an epoch the pair no longer runs in), from
+	// a third endpoint (the transport stamps the sender).
+	stale := net.Endpoint(0xd1ad, 3)
+	err := stale.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: 1})
+	stale.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * testLease)
+	if a.srv.Role() != repl.RolePrimary {
+		t.Fatalf("a leaving message of an old epoch made the primary %s", a.srv.Role())
+	}
+
+	b.stop()
+	waitRole(t, a, repl.RoleSolo)
+	if !logs.contains(`why="the replica is stopping"`) {
+		t.Fatal("the primary went solo without the replica's leaving message (it waited out the lease)")
+	}
+	put(t, a.cli, "k", "alone")
 }

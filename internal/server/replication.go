@@ -543,17 +543,7 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 				s.stepDown("the replica stopped hearing this node and takes over: waiting for it (or dyad force-primary)")
 				return
 			}
-			start := s.appliedIdx + 1
-			if len(r.inflight) > 0 {
-				start = r.ackIdx + 1
-			}
-			if err := s.newEpochAt(true, start); err != nil {
-				s.fail(err)
-				return
-			}
-			s.m.SoloEntered.Inc()
-			s.setRole(repl.RoleSolo, "replica lost")
-			s.releaseCommitted()
+			s.goSolo("replica lost")
 		}
 	case repl.RoleSolo:
 		if fresh && r.peer.Role.Leads() {
@@ -573,6 +563,41 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			r.ackIdx = r.peer.Applied
 			s.setRole(repl.RolePrimary, "replica caught up")
 		}
+	}
+}
+
+// goSolo makes the synchronous primary lead alone: the entries not yet
+// acknowledged by the replica start a solo epoch and are released. Only
+// once the replica cannot serve reads any more (its read lease expired, or
+// it said it is leaving).
+func (s *Server) goSolo(why string) {
+	r := s.repl
+	start := s.appliedIdx + 1
+	if len(r.inflight) > 0 {
+		start = r.ackIdx + 1
+	}
+	if err := s.newEpochAt(true, start); err != nil {
+		s.fail(err)
+		return
+	}
+	s.m.SoloEntered.Inc()
+	s.setRole(repl.RoleSolo, why)
+	s.releaseCommitted()
+}
+
+// leave runs as the apply loop stops: a replica gives up its read lease
+// (it serves no linearizable read from now on) and then tells its primary,
+// which leads alone at once instead of waiting out the silence and the
+// lease (about a second of stalled writes on every rolling restart).
+func (s *Server) leave() {
+	r := s.repl
+	if r == nil || s.Role() != repl.RoleReplica {
+		return
+	}
+	r.leaseUntil.Store(0)
+	s.setRole(repl.RoleWaiting, "stopping")
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: r.following.Term}); err != nil {
+		s.log.Debug("leaving message not sent", "err", err)
 	}
 }
 
@@ -804,6 +829,13 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		e := repl.Entry{Data: m.Payload}
 		if rev, err := e.MergeRev(); err == nil {
 			s.onMergeReq(rev)
+		}
+	case repl.KindLeaving:
+		// Only from a replica of this very epoch: a late message of an
+		// earlier run of the peer must not end a later synchronous epoch
+		// (the peer may hold a read lease in it).
+		if s.Role() == repl.RolePrimary && m.Term == s.currentEpoch().Term {
+			s.goSolo("the replica is stopping")
 		}
 	case repl.KindHandover:
 		s.onHandover(m)

@@ -33,6 +33,11 @@ func TestSigtermPrimaryHandsOver(t *testing.T) {
 	if z.logContains(survivor, `why="primary lost"`) {
 		t.Errorf("node %c promoted itself after a lease expired: a failover, not a hand-over", 'a'+survivor)
 	}
+	// The stopped node, by then the replica, said it was leaving: the
+	// survivor led alone at once instead of waiting out a lease.
+	if !z.logContains(survivor, `why="the replica is stopping"`) {
+		t.Errorf("node %c did not go solo on the stopping replica's word", 'a'+survivor)
+	}
 	z.kill(leader) // reaps the exited process
 	z.start(leader)
 	if got := z.waitPair(30 * time.Second); got != survivor {
