@@ -438,4 +438,20 @@ func TestClientV3(t *testing.T) {
 	if !errors.Is(resp.Err(), rpctypes.ErrCompacted) || resp.CompactRevision != 4 {
 		t.Fatalf("compacted: err %v, compact %d", resp.Err(), resp.CompactRevision)
 	}
+	// From the compaction revision itself, as etcd: its events are kept
+	// (the clients that resume from a CompactRevision they were told).
+	ach := cli.Watch(ctx, "/r/", clientv3.WithPrefix(), clientv3.WithRev(4))
+	var at []int64
+	for len(at) < 5 {
+		resp = <-ach
+		if resp.Err() != nil || resp.Canceled {
+			t.Fatalf("watch from the compaction revision: err %v, canceled %v", resp.Err(), resp.Canceled)
+		}
+		for _, ev := range resp.Events {
+			at = append(at, ev.Kv.ModRevision)
+		}
+	}
+	if fmt.Sprint(at) != "[4 4 4 4 5]" {
+		t.Fatalf("watch from the compaction revision got events at %v, want the txn at 4 and the put at 5", at)
+	}
 }

@@ -20,8 +20,9 @@ type fakeSource struct {
 	log       []mvccpb.Event // every event, in revision order (no PrevKv)
 	readable  int64
 	compacted int64
-	// etcdCompaction makes History accept from == compacted (etcd's
-	// watch does); mvcc.Store refuses it.
+	// etcdCompaction makes History accept from == compacted, as etcd and
+	// mvcc.Store do; without it the fake refuses it, which checks that the
+	// hub copes with a source that does.
 	etcdCompaction bool
 	histories      int
 }

@@ -237,8 +237,8 @@ func TestCompaction(t *testing.T) {
 	}{
 		{"below", false, 2, true},
 		{"below/etcd", true, 2, true},
-		{"at/mvcc", false, 3, true}, // mvcc.Store refuses History(from == compacted)
-		{"at/etcd", true, 3, false}, // etcd replays from the compaction point
+		{"at/refusing", false, 3, true}, // a source refusing History(from == compacted)
+		{"at/etcd", true, 3, false},     // etcd replays from the compaction point
 		{"after", false, 4, false},
 	}
 	for _, tc := range cases {
