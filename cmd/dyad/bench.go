@@ -99,7 +99,8 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			}
 			if len(zoneProfiles) > 0 {
 				tz.ValueSize, tz.Prefix = valueSize, "dyad-bench/"
-				cfg.Extra = (&twozone.Bench{Selected: zoneProfiles, Config: tz}).Run
+				zb := &twozone.Bench{Selected: zoneProfiles, Config: tz}
+				cfg.Extra, cfg.ExtraTime = zb.Run, zb.Expected
 			}
 			if dyadBin == "" {
 				if dyadBin, err = os.Executable(); err != nil {

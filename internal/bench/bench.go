@@ -36,9 +36,13 @@ type Config struct {
 	Progress io.Writer
 	// Extra, when set, runs after the matrix on each target while it is
 	// up (see the package comment). It reports progress through progress
-	// (what runs, and the fraction of its part done); it counts as one
-	// cell of the progress bar per target.
+	// (what runs, and the fraction of its part done).
 	Extra func(ctx context.Context, t target.Target, endpoints []string, r *report.Report, progress func(desc string, frac float64)) error
+	// ExtraTime, when set, is how long Extra is expected to take on a
+	// target: its share of the progress bar, so that the bar's estimate
+	// of the time left holds. Without it (or at 0) Extra counts as one
+	// cell of the matrix.
+	ExtraTime func(t target.Target) time.Duration
 }
 
 // keyPrefix starts every key the bench writes, so an external target's own
@@ -75,29 +79,42 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		rep.Notes = append(rep.Notes, "kine over SQLite runs with kine's default DSN (WAL, synchronous=NORMAL): its commits are not fsynced, unlike dyad, etcd and PostgreSQL.")
 	}
 
-	perTarget := len(cfg.Ops) * len(cfg.Clients)
-	if cfg.Extra != nil {
-		perTarget++
+	// The bar counts expected milliseconds, so that its estimate of the
+	// time left holds although the two-zone benchmarks take minutes where
+	// a cell of the matrix takes seconds.
+	weights := make([]targetWeight, len(targets))
+	var total int64
+	for i, t := range targets {
+		weights[i] = cfg.weight(t)
+		total += weights[i].total()
 	}
-	cells := len(targets) * perTarget
 	out := cfg.Progress
 	if out == nil {
 		out = io.Discard
 	}
-	const steps = 1000 // per cell, so the bar moves within a cell
-	bar := progressbar.NewOptions64(int64(cells*steps),
+	bar := progressbar.NewOptions64(max(total, 1),
 		progressbar.OptionSetWriter(out), progressbar.OptionSetWidth(30),
 		progressbar.OptionSetPredictTime(true), progressbar.OptionFullWidth(),
 		progressbar.OptionSetDescription("starting"), progressbar.OptionThrottle(100*time.Millisecond))
 
-	cell := 0
-	for _, t := range targets {
-		tr := runTarget(ctx, cfg, t, rep, func(desc string) { bar.Describe(desc) }, func(frac float64) {
-			_ = bar.Set64(int64(cell*steps) + int64(frac*steps))
-		}, func() { cell++ })
+	var done int64 // weight of the cells finished
+	for i, t := range targets {
+		w := weights[i]
+		cur := w.cell // weight of the cell under way
+		tr := runTarget(ctx, cfg, t, rep, func(desc string) { bar.Describe(desc) },
+			func(extra bool) {
+				if cur = w.cell; extra {
+					cur = w.extra
+				}
+			},
+			func(frac float64) { _ = bar.Set64(done + int64(frac*float64(cur))) },
+			func() { done += cur })
 		rep.Targets = append(rep.Targets, tr)
-		cell = len(rep.Targets) * perTarget
-		_ = bar.Set64(int64(cell * steps))
+		done = 0
+		for _, w := range weights[:i+1] {
+			done += w.total()
+		}
+		_ = bar.Set64(done)
 		if ctx.Err() != nil {
 			break
 		}
@@ -112,9 +129,36 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	return rep, ctx.Err()
 }
 
-// runTarget starts t, runs the matrix and stops t.
+// targetWeight is a target's share of the progress bar, in expected
+// milliseconds: cells of the matrix, and the Extra.
+type targetWeight struct {
+	cells, cell, extra int64
+}
+
+func (w targetWeight) total() int64 { return w.cells*w.cell + w.extra }
+
+// weight is t's share of the progress bar.
+func (cfg Config) weight(t target.Target) targetWeight {
+	cell := (cfg.Warmup + cfg.Duration).Milliseconds()
+	if cfg.OpCount > 0 || cell <= 0 {
+		cell = time.Second.Milliseconds() // a count of requests: unknown length
+	}
+	w := targetWeight{cells: int64(len(cfg.Ops) * len(cfg.Clients)), cell: cell}
+	if cfg.Extra != nil {
+		w.extra = cell
+		if cfg.ExtraTime != nil {
+			if d := cfg.ExtraTime(t); d > 0 {
+				w.extra = d.Milliseconds()
+			}
+		}
+	}
+	return w
+}
+
+// runTarget starts t, runs the matrix and stops t. begin says whether the
+// next cell is the Extra, progress how far the cell is, next that it ended.
 func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Report,
-	describe func(string), progress func(float64), next func()) report.Target {
+	describe func(string), begin func(extra bool), progress func(float64), next func()) report.Target {
 	tr := report.Target{Name: t.Name()}
 	describe(t.Name() + ": starting")
 	eps, err := t.Start(ctx)
@@ -131,6 +175,7 @@ func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Rep
 	for _, op := range cfg.Ops {
 		for _, clients := range cfg.Clients {
 			describe(fmt.Sprintf("%s %s ×%d", t.Name(), op, clients))
+			begin(false)
 			res, err := workload.Run(ctx, eps, workload.Spec{
 				Op: op, Clients: clients, Duration: cfg.Duration, Ops: cfg.OpCount,
 				Warmup: cfg.Warmup, Seed: cfg.Seed, ValueSize: cfg.ValueSize,
@@ -146,6 +191,7 @@ func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Rep
 	}
 	if cfg.Extra != nil {
 		describe(t.Name() + ": extra benchmarks")
+		begin(true)
 		err := cfg.Extra(ctx, t, eps, rep, func(desc string, frac float64) {
 			describe(desc)
 			progress(frac)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dyad-db/dyad/internal/bench/report"
 	"github.com/dyad-db/dyad/internal/bench/target"
@@ -63,6 +64,31 @@ func SplitProfiles(list string) (mine, rest []string) {
 }
 
 func (b *Bench) has(p string) bool { return slices.Contains(b.Selected, p) }
+
+// Expected is roughly how long Run takes on t (bench.Config.ExtraTime),
+// for the progress bar: each benchmark's own length plus what its rounds
+// wait for on a healthy pair (a failover round: the outage, a second of new
+// writes and the resync, about 6 s beyond its settle time).
+func (b *Bench) Expected(t target.Target) time.Duration {
+	cfg := b.Config
+	var d time.Duration
+	if _, ok := t.(*target.Pair); ok {
+		if b.has(ProfileReplication) {
+			d += cfg.Duration + 5*time.Second
+		}
+		if b.has(ProfileFailover) {
+			d += time.Duration(cfg.Kills) * (cfg.Settle + 6*time.Second)
+		}
+		if b.has(ProfileLoad) {
+			d += cfg.LoadDuration + 5*time.Second
+		}
+		return d
+	}
+	if _, ok := t.(target.Faulty); ok && b.has(ProfileContrast) {
+		d = cfg.Window + 20*time.Second // the fault, the window, the revival
+	}
+	return d
+}
 
 // Run is a bench.Config.Extra: it runs the selected benchmarks that apply
 // to t and adds their sections to rep. A fault a peer system does not

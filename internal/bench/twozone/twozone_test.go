@@ -1,9 +1,12 @@
 package twozone
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dyad-db/dyad/internal/bench/target"
 )
 
 func TestSplitProfiles(t *testing.T) {
@@ -155,6 +158,43 @@ func TestPhaseCounts(t *testing.T) {
 	for i := range want {
 		if rates[i] != want[i] {
 			t.Errorf("phase %d: %+v, want %+v", i, rates[i], want[i])
+		}
+	}
+}
+
+// faultyStub is a target.Faulty that never runs (Expected only looks at
+// its type).
+type faultyStub struct{}
+
+func (faultyStub) Name() string                            { return "stub" }
+func (faultyStub) Start(context.Context) ([]string, error) { return nil, nil }
+func (faultyStub) Stop() error                             { return nil }
+func (faultyStub) Version() string                         { return "" }
+func (faultyStub) Fault() string                           { return "" }
+func (faultyStub) Kill()                                   {}
+func (faultyStub) Revive() error                           { return nil }
+
+// TestExpected: the progress bar's estimate counts each selected benchmark
+// that applies to the target, and nothing for one that does not.
+func TestExpected(t *testing.T) {
+	cfg := Config{Kills: 20, Settle: 2 * time.Second, Duration: 30 * time.Second, LoadDuration: 3 * time.Minute, Window: 10 * time.Second}
+	pair := target.Target((*target.Pair)(nil))
+	tests := []struct {
+		name     string
+		selected []string
+		t        target.Target
+		want     time.Duration
+	}{
+		{"pair, everything", Profiles, pair, 35*time.Second + 20*8*time.Second + 185*time.Second},
+		{"pair, failover only", []string{ProfileFailover}, pair, 160 * time.Second},
+		{"pair, contrast only", []string{ProfileContrast}, pair, 0},
+		{"faulty, everything", Profiles, faultyStub{}, 30 * time.Second},
+		{"faulty, no contrast", []string{ProfileLoad}, faultyStub{}, 0},
+	}
+	for _, tt := range tests {
+		b := &Bench{Selected: tt.selected, Config: cfg}
+		if got := b.Expected(tt.t); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
