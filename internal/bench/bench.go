@@ -43,6 +43,11 @@ type Config struct {
 	// of the time left holds. Without it (or at 0) Extra counts as one
 	// cell of the matrix.
 	ExtraTime func(t target.Target) time.Duration
+	// CellGrace is how long a cell of the matrix may run beyond its
+	// warm-up and duration before it is given up (default 3 min: the
+	// prefill on the slowest target). A target that died mid-run would
+	// otherwise hold the cell forever.
+	CellGrace time.Duration
 }
 
 // keyPrefix starts every key the bench writes, so an external target's own
@@ -129,6 +134,30 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	return rep, ctx.Err()
 }
 
+// defaultCellGrace is Config.CellGrace's default.
+const defaultCellGrace = 3 * time.Minute
+
+// cellLimit bounds one cell of the matrix (0: none, for a count of
+// requests, whose length is not known).
+func (cfg Config) cellLimit() time.Duration {
+	if cfg.OpCount > 0 {
+		return 0
+	}
+	grace := cfg.CellGrace
+	if grace <= 0 {
+		grace = defaultCellGrace
+	}
+	return cfg.Warmup + cfg.Duration + grace
+}
+
+// cellContext is ctx bounded by cellLimit.
+func (cfg Config) cellContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d := cfg.cellLimit(); d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
 // targetWeight is a target's share of the progress bar, in expected
 // milliseconds: cells of the matrix, and the Extra.
 type targetWeight struct {
@@ -176,11 +205,18 @@ func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Rep
 		for _, clients := range cfg.Clients {
 			describe(fmt.Sprintf("%s %s ×%d", t.Name(), op, clients))
 			begin(false)
-			res, err := workload.Run(ctx, eps, workload.Spec{
+			// A target that dies mid-run would hold a cell forever: the
+			// client waits for a connection that never comes back.
+			cctx, cancel := cfg.cellContext(ctx)
+			res, err := workload.Run(cctx, eps, workload.Spec{
 				Op: op, Clients: clients, Duration: cfg.Duration, Ops: cfg.OpCount,
 				Warmup: cfg.Warmup, Seed: cfg.Seed, ValueSize: cfg.ValueSize,
 				Prefix: keyPrefix, Progress: progress,
 			})
+			if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+				err = fmt.Errorf("no answer within %s (did the target stop?): %w", cfg.cellLimit(), err)
+			}
+			cancel()
 			next()
 			if err != nil {
 				tr.Error = fmt.Sprintf("%s with %d clients: %v", op, clients, err)

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +39,37 @@ func TestWeight(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// deadTarget "starts" on an address nothing listens on: a target that died
+// right after it came up.
+type deadTarget struct{ ep string }
+
+func (d deadTarget) Name() string                            { return "dead" }
+func (d deadTarget) Start(context.Context) ([]string, error) { return []string{d.ep}, nil }
+func (d deadTarget) Stop() error                             { return nil }
+func (d deadTarget) Version() string                         { return "none" }
+
+// TestDeadTargetEndsTheCell: a target that stops answering fails its cell
+// within the cell's limit (and the rest of its matrix is skipped) instead
+// of holding the bench forever.
+func TestDeadTargetEndsTheCell(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := l.Addr().String()
+	l.Close() // nothing listens there any more
+	cfg := Config{Ops: []workload.Op{workload.RangeL, workload.Put}, Clients: []int{1},
+		Duration: 100 * time.Millisecond, CellGrace: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tr := runTarget(ctx, cfg, deadTarget{ep}, &report.Report{}, func(string) {}, func(bool) {}, func(float64) {}, func() {})
+	if ctx.Err() != nil {
+		t.Fatal("the cell held the bench past a minute")
+	}
+	if !strings.Contains(tr.Error, "no answer within") || len(tr.Results) != 0 {
+		t.Fatalf("error %q with %d results, want the first cell to fail as unanswered", tr.Error, len(tr.Results))
 	}
 }
