@@ -108,7 +108,7 @@ func (h headline) table() (hdr []string, rows [][]string) {
 		}
 		for _, d := range dyads {
 			for _, b := range bases {
-				cells = append(cells, fmtRatio(h.value(d, row)/h.value(b, row)))
+				cells = append(cells, FmtRatio(h.value(d, row)/h.value(b, row)))
 			}
 		}
 		rows = append(rows, cells)

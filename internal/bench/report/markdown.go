@@ -80,7 +80,7 @@ func (r *Report) Markdown(w io.Writer) error {
 				fmtUS(res.P50US), fmtUS(res.P90US), fmtUS(res.P99US), fmtUS(res.P999US), errs)
 			if dy {
 				for _, rt := range r.Ratios(t.Name, res) {
-					fmt.Fprintf(&b, " %s | %s | %s |", fmtRatio(rt.Lat), fmtRatio(rt.Tail), fmtRatio(rt.Thr))
+					fmt.Fprintf(&b, " %s | %s | %s |", FmtRatio(rt.Lat), FmtRatio(rt.Tail), FmtRatio(rt.Thr))
 				}
 			}
 			b.WriteString("\n")

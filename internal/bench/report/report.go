@@ -183,7 +183,8 @@ func fmtUS(us float64) string {
 	}
 }
 
-func fmtRatio(v float64) string {
+// FmtRatio formats a ratio as "0.87×", NaN (nothing to compare) as "—".
+func FmtRatio(v float64) string {
 	if math.IsNaN(v) {
 		return "—"
 	}

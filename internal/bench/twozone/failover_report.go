@@ -3,9 +3,12 @@ package twozone
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"gonum.org/v1/plot/plotter"
+
+	"github.com/dyad-db/dyad/internal/bench/report"
 )
 
 func (r *FailoverResult) Title() string {
@@ -123,10 +126,10 @@ func oneLine(s string) string {
 	return strings.ReplaceAll(s, "|", "/")
 }
 
-// ratio formats a/b as "0.87×" ("n/a" when b is zero).
+// ratio formats a/b as the report does ("—" when b is zero).
 func ratio(a, b float64) string {
 	if b == 0 {
-		return "n/a"
+		return report.FmtRatio(math.NaN())
 	}
-	return fmt.Sprintf("%.2f×", a/b)
+	return report.FmtRatio(a / b)
 }

@@ -285,19 +285,10 @@ func (t *traffic) phase(from, to time.Time) PhaseCount {
 	if c.Seconds <= 0 {
 		return PhaseCount{}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i := len(t.samples) - 1; i >= 0 && !t.samples[i].end.Before(from); i-- {
-		s := t.samples[i]
-		if !s.ok || s.probe || !s.end.Before(to) {
-			continue
-		}
-		if s.write {
-			c.Writes++
-		} else {
-			c.Reads++
-		}
+	steady := func(write bool) func(sample) bool {
+		return func(s sample) bool { return s.ok && !s.probe && s.write == write && s.end.Before(to) }
 	}
+	c.Writes, c.Reads = t.count(from, steady(true)), t.count(from, steady(false))
 	return c
 }
 
