@@ -67,14 +67,8 @@ func TestIssue(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			kp, err := ca.Issue(tc.req)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if checkErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if _, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM); err != nil {
 				t.Fatalf("key does not match certificate: %v", err)
@@ -123,14 +117,8 @@ func TestLoadCA(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := LoadCA(tc.cert, tc.key)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if checkErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			// The loaded CA signs what the original verifies.
 			msg, err := got.SignSMIME([]byte("<dds/>\n"))
@@ -165,14 +153,8 @@ func TestSMIME(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.by.VerifySMIME(tc.msg)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if checkErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if want := canonical(doc); !bytes.Equal(got, want) {
 				t.Fatalf("document %q, want %q", got, want)
@@ -246,14 +228,8 @@ func TestWrite(t *testing.T) {
 			p.Dir = t.TempDir()
 			tc.edit(&p)
 			_, err := Write(p)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if checkErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			checkPair(t, p)
 		})
@@ -344,4 +320,20 @@ func TestWriteReusesCA(t *testing.T) {
 	if _, err := Write(p); err == nil || !strings.Contains(err.Error(), "only one of") {
 		t.Fatalf("CA certificate without key: err = %v", err)
 	}
+}
+
+// checkErr fails t unless err matches want (a substring; "" wants none),
+// and reports whether an error was expected, so the case ends there.
+func checkErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want %q", err, want)
+		}
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return false
 }
