@@ -14,9 +14,14 @@ import (
 	"time"
 )
 
-var t0 = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+// start is the one instant a test builds every certificate from. It is the
+// wall clock at the test's start, less a minute: S/MIME signatures carry
+// the wall-clock signing time (the pkcs7 library takes it itself), and
+// verification checks it against the signer's validity, so a fixed
+// calendar date here would make every test fail once that date is past.
+func start() time.Time { return time.Now().UTC().Truncate(time.Second).Add(-time.Minute) }
 
-func mustCA(t *testing.T, cn string) *CA {
+func mustCA(t *testing.T, cn string, t0 time.Time) *CA {
 	t.Helper()
 	ca, err := NewCA(pkix.Name{CommonName: cn}, t0, 24*time.Hour)
 	if err != nil {
@@ -39,7 +44,8 @@ func parseCert(t *testing.T, p []byte) *x509.Certificate {
 }
 
 func TestIssue(t *testing.T) {
-	ca := mustCA(t, "ca")
+	t0 := start()
+	ca := mustCA(t, "ca", t0)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	tests := []struct {
@@ -98,7 +104,8 @@ func TestIssue(t *testing.T) {
 }
 
 func TestLoadCA(t *testing.T) {
-	ca, other := mustCA(t, "ca"), mustCA(t, "other")
+	t0 := start()
+	ca, other := mustCA(t, "ca", t0), mustCA(t, "other", t0)
 	leaf, err := ca.Issue(Request{Subject: pkix.Name{CommonName: "c"}, Usage: UsageClient, NotBefore: t0, Validity: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +140,8 @@ func TestLoadCA(t *testing.T) {
 }
 
 func TestSMIME(t *testing.T) {
-	ca, other := mustCA(t, "ca"), mustCA(t, "other")
+	t0 := start()
+	ca, other := mustCA(t, "ca", t0), mustCA(t, "other", t0)
 	doc := []byte("<?xml version=\"1.0\"?>\n<dds>\n  <x>1</x>\n</dds>\n")
 	signed, err := ca.SignSMIME(doc)
 	if err != nil {
@@ -160,6 +168,11 @@ func TestSMIME(t *testing.T) {
 				t.Fatalf("document %q, want %q", got, want)
 			}
 		})
+	}
+	// A CA that is not valid yet at the signing clock signs nothing: every
+	// verifier would refuse the signing time.
+	if _, err := mustCA(t, "future", t0.Add(48*time.Hour)).SignSMIME(doc); err == nil || !strings.Contains(err.Error(), "not valid now") {
+		t.Errorf("a CA valid only from the day after tomorrow signed: err = %v", err)
 	}
 	if _, err := ca.SignSMIME([]byte("a\n--b\n")); err == nil {
 		t.Error("a line starting with -- was signed; it would be read as a boundary")
@@ -206,6 +219,7 @@ func TestSMIMEOpenSSL(t *testing.T) {
 }
 
 func TestWrite(t *testing.T) {
+	t0 := start()
 	ok := Plan{Nodes: []Node{{Name: "a", Hosts: []string{"10.0.0.1"}}, {Name: "b", Hosts: []string{"10.0.0.2", "b.example"}}},
 		Clients: []string{"kube-apiserver"}, Now: t0, Validity: time.Hour, Domain: 3}
 	tests := []struct {
@@ -220,6 +234,9 @@ func TestWrite(t *testing.T) {
 		{name: "client named like a node", edit: func(p *Plan) { p.Clients = []string{"a"} }, wantErr: "already a node"},
 		{name: "domain out of range", edit: func(p *Plan) { p.Domain = 231 }, wantErr: "out of range"},
 		{name: "no validity", edit: func(p *Plan) { p.Validity = 0 }, wantErr: "validity"},
+		// A plan dated two days ahead makes a CA that is not valid yet when
+		// the documents are signed (at the wall clock): refused, not written.
+		{name: "plan dated after the signing clock", edit: func(p *Plan) { p.Now = p.Now.Add(48 * time.Hour) }, wantErr: "not valid now"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,7 +306,7 @@ func checkPair(t *testing.T, p Plan) {
 // renewed or added node still trusts the first one.
 func TestWriteReusesCA(t *testing.T) {
 	dir := t.TempDir()
-	p := Plan{Dir: dir, Nodes: []Node{{Name: "a", Hosts: []string{"h"}}}, Now: t0, Validity: time.Hour, Domain: AnyDomain}
+	p := Plan{Dir: dir, Nodes: []Node{{Name: "a", Hosts: []string{"h"}}}, Now: start(), Validity: time.Hour, Domain: AnyDomain}
 	first, err := Write(p)
 	if err != nil {
 		t.Fatal(err)

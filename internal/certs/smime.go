@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/smallstep/pkcs7"
 )
@@ -34,6 +35,15 @@ func canonical(doc []byte) []byte {
 // reads: the signed part holds doc, the detached PKCS#7 SignedData
 // (SHA-256, the CA certificate included) is the second part.
 func (ca *CA) SignSMIME(doc []byte) ([]byte, error) {
+	// The pkcs7 library stamps the wall-clock signing time itself, and every
+	// verifier (VerifySMIME, OpenSSL, Cyclone) refuses a signing time outside
+	// the signer's validity. Refuse here rather than write a document that
+	// no node would accept.
+	if now := time.Now(); now.Before(ca.Cert.NotBefore) || now.After(ca.Cert.NotAfter) {
+		return nil, fmt.Errorf("certs: the CA %q is not valid now (%s): it is valid from %s to %s",
+			ca.Cert.Subject.CommonName, now.UTC().Format(time.RFC3339),
+			ca.Cert.NotBefore.UTC().Format(time.RFC3339), ca.Cert.NotAfter.UTC().Format(time.RFC3339))
+	}
 	body := canonical(doc)
 	if bytes.Contains(body, []byte("\r\n--")) {
 		// A line starting "--" could be read as a MIME boundary.

@@ -105,7 +105,7 @@ func TestSummarize(t *testing.T) {
 // itself) or a truncation makes Load fail rather than return other data.
 func TestLoadDetectsCorruption(t *testing.T) {
 	dir := t.TempDir()
-	s := &Set{Version: FormatVersion, Created: time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600)), Member: "a",
+	s := &Set{Version: FormatVersion, Created: time.Unix(1735787045, 6).In(time.FixedZone("x", 3600)), Member: "a",
 		Keys:    []Key{{Key: []byte("k"), Value: []byte("value-bytes"), ModRevision: 12}},
 		Entries: []Entry{{Index: 8, Epoch: "3/a", Time: time.Unix(5, 7).UTC(), Revision: 10, Summary: "put", Request: []byte{9, 8, 7}}}}
 	p, err := Save(dir, "s.json", s)
