@@ -285,6 +285,7 @@ drain:
 	epoch := s.currentEpoch()
 	solo := s.Role() == repl.RoleSolo
 	now := time.Now().UnixNano()
+	_, before, _ := s.store.Revs()
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for _, p := range batch {
 			idx++
@@ -353,7 +354,7 @@ drain:
 	s.m.ProposalsApplied.Add(float64(len(batch)))
 	s.m.BatchSize.Observe(float64(len(batch)))
 	_, cur, _ := s.store.Revs()
-	p := &pending{last: idx, rev: cur, events: events, batch: batch, results: results, jobs: jobs, merged: merged}
+	p := &pending{last: idx, from: before + 1, rev: cur, events: events, batch: batch, results: results, jobs: jobs, merged: merged}
 	if s.repl == nil {
 		s.release(p)
 		return

@@ -136,6 +136,7 @@ const syncWindow = 1024
 // pending is a locally committed leader batch waiting for the replica.
 type pending struct {
 	last    uint64
+	from    int64 // the batch's first revision (rev+1 if it made none)
 	rev     int64
 	at      int64 // detector time of the local commit
 	events  []mvccEvent
@@ -668,6 +669,9 @@ func (s *Server) promote(ctx context.Context) {
 
 // stepDown leaves leadership; queued and in-flight writes get "request
 // timed out" (they may be in the log that a later primary keeps or drops).
+// Their revisions stay applied here but invisible, and their events are
+// dropped: if the later primary keeps them, the next batch this node makes
+// visible covers them and the watch hub replays them (Hub.NotifyFrom).
 func (s *Server) stepDown(why string) {
 	r := s.repl
 	for _, p := range r.inflight {
@@ -954,6 +958,7 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	epoch := s.currentEpoch()
 	merged := false
 	var newEpochs []repl.EpochRecord
+	_, before, _ := s.store.Revs()
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for i := range es {
 			e := &es[i]
@@ -1021,7 +1026,10 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	s.mu.Unlock()
 	_, cur, _ := s.store.Revs()
 	s.store.MarkDurable(cur)
-	s.hub.Notify(cur, events)
+	// Revisions up to before that the hub never got (the batches a
+	// step-down dropped, now confirmed by the new primary's log) are
+	// visible from now on too: their watchers replay them from history.
+	s.hub.NotifyFrom(before+1, cur, events)
 	if merged {
 		s.hub.Reset()
 		s.log.Warn("merged after a split brain: every watch was cancelled as compacted", "revision", cur)
@@ -1074,7 +1082,9 @@ func (s *Server) releaseCommitted() {
 // release makes a committed batch visible and answers its callers.
 func (s *Server) release(p *pending) {
 	s.store.MarkDurable(p.rev)
-	s.hub.Notify(p.rev, p.events)
+	// From the batch's first revision: batches dropped by a step-down
+	// below it become visible with it (their watchers replay them).
+	s.hub.NotifyFrom(p.from, p.rev, p.events)
 	if p.merged {
 		s.hub.Reset()
 		s.log.Warn("merged after a split brain: every watch was cancelled as compacted", "revision", p.rev)

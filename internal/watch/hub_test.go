@@ -682,3 +682,43 @@ func TestResetCompactRevisionResumable(t *testing.T) {
 		}
 	}
 }
+
+// Revisions that become visible without their events being handed to
+// the hub (a writer that made them durable in a batch it later dropped)
+// still reach every watcher that wants them: NotifyFrom sends the synced
+// watchers owed them to history. A watcher that only wants later
+// revisions is not disturbed.
+func TestNotifyFromReplaysSkippedRevisions(t *testing.T) {
+	w := newWorld(t, fastOpts)
+	w.run()
+	w.write(put("a", "1"))
+	s := w.hub.NewStream(64)
+	c := collect(t, s)
+	base := w.hub.Rev()
+	req := &pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("b"), WatchId: 1}
+	if _, err := s.Watch(req); err != nil {
+		t.Fatal(err)
+	}
+	// Two revisions are made durable but never notified...
+	w.txn(put("a", "2"))
+	w.txn(put("ab", "1"))
+	future := &pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("b"), StartRevision: w.rev + 1, WatchId: 2}
+	if _, err := s.Watch(future); err != nil {
+		t.Fatal(err)
+	}
+	// ...then the next batch is notified with its own events only.
+	from := w.rev + 1
+	evs := w.txn(put("a", "3"))
+	w.hub.NotifyFrom(from, w.rev, evs)
+
+	want := w.expected(req, base)
+	if len(want) != 3 {
+		t.Fatalf("reference has %d events, want 3", len(want))
+	}
+	c.waitFor(t, "every event", func(rs []*pb.WatchResponse) bool { return len(eventsOf(t, rs, 1)) >= len(want) })
+	w.write(put("a", "4")) // a later ordinary Notify: the watcher is synced again
+	want = w.expected(req, base)
+	rs := c.waitFor(t, "the next event", func(rs []*pb.WatchResponse) bool { return len(eventsOf(t, rs, 1)) >= len(want) })
+	sameEvents(t, "owed watcher", eventsOf(t, rs, 1), want)
+	sameEvents(t, "future watcher", eventsOf(t, rs, 2), w.expected(future, base))
+}
