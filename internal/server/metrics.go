@@ -43,6 +43,11 @@ type Metrics struct {
 	SplitBrains    prometheus.Counter
 	ResyncBytes    prometheus.Counter
 	ConflictKeys   prometheus.Counter
+	// SnapshotsInstalled counts the leader's snapshots this node installed;
+	// StaleAnswers the catch-up and snapshot answers it ignored because
+	// they did not answer its outstanding request.
+	SnapshotsInstalled prometheus.Counter
+	StaleAnswers       prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not
@@ -85,10 +90,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SplitBrains:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Split brains this node lost: it had acknowledged writes alone that the winning history lacks (kept as conflict records)."}),
 		ResyncBytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_resync_bytes_total", Help: "Bytes sent to catch the peer up."}),
 		ConflictKeys:   prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_conflict_keys_total", Help: "Keys this node kept as conflict records after losing a split brain (see dyad resolve)."}),
+
+		SnapshotsInstalled: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_snapshots_installed_total", Help: "Snapshots of the leader's data file this node installed to resync."}),
+		StaleAnswers:       prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_stale_catchup_answers_total", Help: "Catch-up answers and snapshot chunks ignored because they did not answer this node's outstanding request (late, duplicate or unrequested)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
-			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys)
+			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys, m.SnapshotsInstalled, m.StaleAnswers)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
 			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)
