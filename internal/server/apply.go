@@ -168,10 +168,11 @@ func (s *Server) applier(ctx context.Context) error {
 	var tick <-chan time.Time
 	var inbox <-chan *transport.Message
 	var handoverc <-chan *handover
+	var fenced <-chan error
 	if s.repl != nil {
 		t := time.NewTicker(s.repl.cfg.Lease / 8)
 		defer t.Stop()
-		tick, inbox, handoverc = t.C, s.repl.inbox, s.repl.handoverc
+		tick, inbox, handoverc, fenced = t.C, s.repl.inbox, s.repl.handoverc, s.repl.fenceRes
 	}
 	for {
 		handing := s.repl != nil && s.repl.handover != nil
@@ -212,6 +213,8 @@ func (s *Server) applier(ctx context.Context) error {
 			s.onTick(ctx)
 		case h := <-handoverc:
 			s.startHandover(h)
+		case err := <-fenced:
+			s.onFenced(ctx, err)
 		}
 	}
 }

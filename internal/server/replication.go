@@ -135,6 +135,15 @@ type replState struct {
 	// writes this node forwarded instead of failing them (takeOver).
 	adoptForwards bool
 
+	// The fence command runs in fencer, off the apply loop: fenceReq
+	// starts it, fenceRes brings its result back (both hold one). fencing:
+	// it runs; fenced: it just succeeded (set only while onFenced
+	// evaluates the role rules).
+	fenceReq chan struct{}
+	fenceRes chan error
+	fencing  bool
+	fenced   bool
+
 	// Shared with request goroutines (atomics).
 	role       atomic.Uint32 // repl.Role
 	stuckWhy   atomic.Pointer[string]
@@ -189,6 +198,7 @@ func newReplState(cfg ReplConfig) *replState {
 		kaWait:   map[uint64]chan repl.Reply{},
 	}
 	r.handoverc = make(chan *handover, 1)
+	r.fenceReq, r.fenceRes = make(chan struct{}, 1), make(chan error, 1)
 	r.started = r.det.Now()
 	// A random start keeps a restarted node from reusing the IDs of its
 	// previous run, whose answers may still arrive.
@@ -677,17 +687,18 @@ func (s *Server) lead(ctx context.Context, why string) {
 }
 
 // promote makes the replica the leader after its primary's lease expired.
+// With a fence command, the first call starts it (fencer) and returns; the
+// apply loop goes on (heartbeats, messages) while it runs, and onFenced
+// promotes if it succeeded and the reasons to promote still hold.
 func (s *Server) promote(ctx context.Context) {
 	r := s.repl
-	if r.cfg.Fence != nil {
-		fctx, cancel := context.WithTimeout(ctx, r.cfg.Lease*5)
-		err := r.cfg.Fence(fctx)
-		cancel()
-		if err != nil {
-			s.log.Error("fence command failed; not promoting", "err", err)
-			s.setRole(repl.RoleWaiting, "fence failed")
-			return
+	if r.cfg.Fence != nil && !r.fenced {
+		if !r.fencing {
+			r.fencing = true
+			r.fenceReq <- struct{}{} // never blocks: one fence at a time
+			s.log.Warn("primary lost: running the fence command before promoting")
 		}
+		return
 	}
 	if err := s.newEpoch(true); err != nil {
 		s.fail(err)
@@ -700,6 +711,47 @@ func (s *Server) promote(ctx context.Context) {
 	r.leaseUntil.Store(0)
 	s.m.Failovers.Inc()
 	s.setRole(repl.RoleSolo, "primary lost")
+}
+
+// onFenced takes the fence command's result in the apply loop. A success
+// counts only for the promotion it was run for: the role rules are
+// evaluated again now, and promote, if they still call for it, goes
+// ahead without another fence.
+func (s *Server) onFenced(ctx context.Context, err error) {
+	r := s.repl
+	r.fencing = false
+	if s.Role() != repl.RoleReplica {
+		return // the role changed while it ran
+	}
+	if err != nil {
+		s.log.Error("fence command failed; not promoting", "err", err)
+		s.setRole(repl.RoleWaiting, "fence failed")
+		return
+	}
+	r.fenced = true
+	s.evaluate(ctx, r.det.Now())
+	r.fenced = false
+}
+
+// fencer runs the fence command off the apply loop, one request at a
+// time, and hands each result back to it. Owned by Run.
+func (s *Server) fencer(ctx context.Context) error {
+	r := s.repl
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.fenceReq:
+		}
+		fctx, cancel := context.WithTimeout(ctx, r.cfg.Lease*5)
+		err := r.cfg.Fence(fctx)
+		cancel()
+		select {
+		case r.fenceRes <- err:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // stepDown leaves leadership; queued and in-flight writes get "request
