@@ -1461,10 +1461,10 @@ func (s *Server) nextReqID() uint64 {
 }
 
 // askSnapshot asks the leader for a snapshot of its data file that holds
-// at least the entries up to index min. From now until it is installed
+// at least the entries up to index floor. From now until it is installed
 // (or abandoned) the replica is not verified and holds no read lease. A
-// request repeated with the same min continues the series.
-func (s *Server) askSnapshot(min uint64) {
+// request repeated with the same floor continues the series.
+func (s *Server) askSnapshot(floor uint64) {
 	r := s.repl
 	if r.snap != nil {
 		r.snap.f.Close()
@@ -1472,16 +1472,16 @@ func (s *Server) askSnapshot(min uint64) {
 		r.snap = nil
 	}
 	id := s.nextReqID()
-	if r.snapReq == 0 || r.snapMin != min {
+	if r.snapReq == 0 || r.snapMin != floor {
 		r.snapFirst = id
 	}
-	r.snapReq, r.snapMin = id, min
+	r.snapReq, r.snapMin = id, floor
 	r.catchupReq = 0
 	r.verified = false
 	r.resyncing.Store(true)
 	r.leaseUntil.Store(0)
 	r.catchupAsked = r.det.Now()
-	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindSnapReq, Term: id, Index: min}); err != nil {
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindSnapReq, Term: id, Index: floor}); err != nil {
 		s.log.Warn("snapshot request not sent", "err", err)
 	}
 }
@@ -1566,11 +1566,11 @@ func (s *Server) onSnapChunk(m *transport.Message) {
 }
 
 // installSnapshot replaces this node's whole state with the leader's
-// snapshot, unless the snapshot's applied index is below min
+// snapshot, unless the snapshot's applied index is below floor
 // (errStaleSnapshot, nothing changed). The apply loop calls it while
 // following, so no write is in progress; the compactor is held off. The
 // caller holds no read lease (resyncing) until it returns.
-func (s *Server) installSnapshot(path string, min uint64) error {
+func (s *Server) installSnapshot(path string, floor uint64) error {
 	r := s.repl
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
@@ -1590,8 +1590,8 @@ func (s *Server) installSnapshot(path string, min uint64) error {
 		if c := storage.Uint64(tx.Get(storage.BucketMeta, metaClusterID)); c != s.clusterID {
 			return fmt.Errorf("the leader's snapshot belongs to cluster %x, not %x", c, s.clusterID)
 		}
-		if ci := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex)); ci < min {
-			return fmt.Errorf("%w: it holds entries up to %d, this node needs at least %d", errStaleSnapshot, ci, min)
+		if ci := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex)); ci < floor {
+			return fmt.Errorf("%w: it holds entries up to %d, this node needs at least %d", errStaleSnapshot, ci, floor)
 		}
 		return tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID))
 	})
