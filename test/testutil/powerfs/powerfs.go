@@ -1,9 +1,11 @@
 package powerfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -45,18 +47,28 @@ func (m Mode) String() string {
 type Trigger struct {
 	// AtWrite > 0 cuts power instead of performing the AtWrite-th write.
 	AtWrite int
+	// AfterWrite > 0 cuts power just after the AfterWrite-th write has
+	// reached the file, before any fsync can cover it: the cut always
+	// has that write's sectors to lose.
+	AfterWrite int
 	// AfterSync > 0 cuts power just after the AfterSync-th fsync (of a
 	// file or a directory) has returned success: the data is durable but
 	// the caller never learns anything more.
 	AfterSync int
+	// Unsynced counts, for AtWrite and AfterWrite, only the writes made
+	// while the file system already holds unsynced changes. With
+	// AtWrite the cut then tears a partly written transaction (its
+	// earlier pages written, none synced) instead of falling between two
+	// transactions, where there is nothing to lose.
+	Unsynced bool
 }
 
 // Report says what a Crash rolled back.
 type Report struct {
 	DirOpsUndone  int // directory operations undone
 	FilesReverted int // files whose data or size was rolled back
-	SectorsLost   int // unsynced 512-byte sectors rolled back
-	SectorsKept   int // unsynced sectors a torn crash kept
+	SectorsLost   int // changed unsynced 512-byte sectors rolled back (old bytes restored, or unsynced growth cut off)
+	SectorsKept   int // changed unsynced sectors a torn crash kept
 }
 
 // fileUndo is what one file looked like at its last fsync, as far as it
@@ -204,6 +216,12 @@ func (f *FS) cutLocked() {
 	}
 }
 
+// unsyncedLocked reports whether anything changed since its last fsync: a
+// file written, resized or created, or a directory operation not yet
+// durable. (A file's record is dropped by its fsync, an operation's once
+// every directory it changed is fsynced.)
+func (f *FS) unsyncedLocked() bool { return len(f.files) > 0 || len(f.ops) > 0 }
+
 // CutC is closed when the power has been cut (by Cut or a trigger).
 func (f *FS) CutC() <-chan struct{} { return f.cutc }
 
@@ -266,8 +284,18 @@ func revert(path string, cur int64, u *fileUndo, mode Mode, rng *rand.Rand, rep 
 		size = cur // the size change reached the disk
 	}
 	for p, old := range u.pages {
+		// The record is per page; only the sectors that differ from it
+		// now were changed, so only they can be lost or kept.
+		now := make([]byte, len(old))
+		n, err := fd.ReadAt(now, p*pageSize)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
 		for s := 0; s < len(old); s += sectorSize {
 			e := min(s+sectorSize, len(old))
+			if e <= n && bytes.Equal(now[s:e], old[s:e]) {
+				continue
+			}
 			if mode == Torn && rng.Intn(2) == 0 {
 				rep.SectorsKept++
 				continue
@@ -277,6 +305,10 @@ func revert(path string, cur int64, u *fileUndo, mode Mode, rng *rand.Rand, rep 
 				return err
 			}
 		}
+	}
+	if cur > size {
+		// Unsynced growth cut off again: its sectors are lost too.
+		rep.SectorsLost += int((cur - size + sectorSize - 1) / sectorSize)
 	}
 	if size > u.size && size > 0 {
 		// Grown, and the growth survived: each new sector holds its
@@ -412,10 +444,13 @@ func (n *node) Write(ctx context.Context, fh gofs.FileHandle, data []byte, off i
 	if f.cut {
 		return 0, syscall.EIO
 	}
-	f.writes++
-	if f.trig.AtWrite > 0 && f.writes == f.trig.AtWrite {
-		f.cutLocked()
-		return 0, syscall.EIO
+	counted := !f.trig.Unsynced || f.unsyncedLocked()
+	if counted {
+		f.writes++
+		if f.trig.AtWrite > 0 && f.writes == f.trig.AtWrite {
+			f.cutLocked()
+			return 0, syscall.EIO
+		}
 	}
 	w, ok := fh.(gofs.FileWriter)
 	if !ok {
@@ -424,7 +459,11 @@ func (n *node) Write(ctx context.Context, fh gofs.FileHandle, data []byte, off i
 	if e := n.saveLocked(fh, off, int64(len(data))); e != 0 {
 		return 0, e
 	}
-	return w.Write(ctx, data, off)
+	written, e := w.Write(ctx, data, off)
+	if e == 0 && counted && f.trig.AfterWrite > 0 && f.writes == f.trig.AfterWrite {
+		f.cutLocked() // after this one reached the file
+	}
+	return written, e
 }
 
 func (n *node) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) syscall.Errno {
