@@ -43,6 +43,11 @@ type Metrics struct {
 	SplitBrains    prometheus.Counter
 	ResyncBytes    prometheus.Counter
 	ConflictKeys   prometheus.Counter
+	// Ticks counts the apply loop's replication ticks (heartbeat sent,
+	// role rules evaluated; every --peer-lease/8 while the loop runs): a
+	// stalled loop shows as a counter that stops, and a test can wait for
+	// a node to have run its rules for a given time of its own.
+	Ticks prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not
@@ -85,10 +90,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SplitBrains:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_split_brains_total", Help: "Split brains this node lost: it had acknowledged writes alone that the winning history lacks (kept as conflict records)."}),
 		ResyncBytes:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_resync_bytes_total", Help: "Bytes sent to catch the peer up."}),
 		ConflictKeys:   prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_conflict_keys_total", Help: "Keys this node kept as conflict records after losing a split brain (see dyad resolve)."}),
+		Ticks:          prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_replication_ticks_total", Help: "Replication ticks of the apply loop (a heartbeat sent and the role rules evaluated, every peer lease / 8)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
-			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys)
+			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys, m.Ticks)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
 			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)
