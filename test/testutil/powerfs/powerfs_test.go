@@ -290,3 +290,34 @@ func TestUnsyncedTrigger(t *testing.T) {
 		t.Fatalf("write errors %v: want only the fourth (second of its transaction) to fail", errs)
 	}
 }
+
+// TestSameBytesNotCounted checks that a write leaving the file's bytes as
+// they were does not count for a trigger (a cut after it would have
+// nothing to lose), and one that changes them does.
+func TestSameBytesNotCounted(t *testing.T) {
+	f, _, mnt := mount(t)
+	write(t, filepath.Join(mnt, "f"), bytes.Repeat([]byte("o"), 4096), true)
+	syncDir(t, mnt)
+	f.Arm(Trigger{AfterWrite: 1})
+	fd, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if _, err := fd.WriteAt(bytes.Repeat([]byte("o"), 512), 512); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.CutC():
+		t.Fatal("cut after a write of the bytes the file held")
+	default:
+	}
+	if _, err := fd.WriteAt([]byte("n"), 512); err != nil {
+		t.Fatalf("the triggering write itself must succeed: %v", err)
+	}
+	select {
+	case <-f.CutC():
+	default:
+		t.Fatal("no cut after a write that changed the file")
+	}
+}
