@@ -211,6 +211,7 @@ func (s *Server) applier(ctx context.Context) error {
 			s.onMessage(ctx, m)
 		case <-tick:
 			s.onTick(ctx)
+			s.m.Ticks.Inc()
 		case h := <-handoverc:
 			s.startHandover(h)
 		case err := <-fenced:

@@ -66,7 +66,7 @@ func TestWatchSemantics(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			want := w.expected(tc.req, base)
-			rs := c.waitFor(t, "events", func(rs []*pb.WatchResponse) bool {
+			c.waitFor(t, "events", func(rs []*pb.WatchResponse) bool {
 				n := 0
 				for _, r := range rs {
 					if r.WatchId == ids[i] {
@@ -75,8 +75,7 @@ func TestWatchSemantics(t *testing.T) {
 				}
 				return n >= len(want)
 			})
-			time.Sleep(5 * time.Millisecond) // nothing more may come
-			rs = c.snapshot()
+			rs := c.settle(t, s) // nothing more may come
 			sameEvents(t, tc.name, eventsOf(t, rs, ids[i]), want)
 			for _, r := range rs {
 				if r.WatchId == ids[i] && r.Created && r.Header.Revision != base {
@@ -209,8 +208,7 @@ func TestSlowConsumer(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
-	waitSynced()
-	time.Sleep(20 * time.Millisecond)
+	waitSynced() // every event is queued; the readers' leftovers are drained below
 	close(stop)
 	for range subs {
 		<-readers
@@ -280,7 +278,7 @@ func TestCompaction(t *testing.T) {
 					want = append(want, e)
 				}
 			}
-			rs := c.waitFor(t, "events", func(rs []*pb.WatchResponse) bool { return len(rs) >= 2 })
+			rs := c.settle(t, s) // all of the history, and nothing more
 			sameEvents(t, tc.name, eventsOf(t, rs, id), want)
 		})
 	}
@@ -324,7 +322,7 @@ func TestUnsyncedFallsBehindCompaction(t *testing.T) {
 		}
 	}
 	w.write(put("k1", "again"))
-	time.Sleep(20 * time.Millisecond)
+	w.syncBarrier(t, "k1") // Notify and a sync round are past
 	if more := drain(s); len(more) != 0 {
 		t.Fatalf("responses after compacted cancel: %s", dump(more))
 	}
@@ -621,7 +619,19 @@ func TestCloseReleasesWatch(t *testing.T) {
 		_, err := s.Watch(&pb.WatchCreateRequest{Key: []byte("b")})
 		errc <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	// Wait until the second watcher is registered (its ID taken): from
+	// then on its Watch is queueing, or about to queue, its Created
+	// response into the full buffer.
+	for registered := false; !registered; {
+		w.hub.mu.Lock()
+		registered = len(s.watchers) == 2
+		w.hub.mu.Unlock()
+		select {
+		case err := <-errc:
+			t.Fatalf("Watch returned %v with the buffer full", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	s.Close()
 	select {
 	case err := <-errc:
