@@ -39,6 +39,7 @@ type serveFlags struct {
 	listenClientURLs    string
 	advertiseClientURLs string
 	listenMetricsURLs   string
+	listenHTTPURLs      string
 	maxRequestBytes     int
 	maxTxnOps           int
 	quotaBackendBytes   int64
@@ -95,6 +96,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.dataDir, "data-dir", "", "Path to the data directory (default \"${name}.dyad\"). The data file is member/snap/db, in etcd's format.")
 	fl.StringVar(&f.listenClientURLs, "listen-client-urls", "http://127.0.0.1:2379", "Comma-separated URLs to serve the etcd v3 gRPC API on. https:// URLs need --cert-file/--key-file.")
 	fl.StringVar(&f.advertiseClientURLs, "advertise-client-urls", "", "Comma-separated client URLs to advertise in MemberList (default: the listen URLs).")
+	fl.StringVar(&f.listenHTTPURLs, "listen-client-http-urls", "", "Comma-separated URLs serving only the HTTP endpoints (/version, /health, /livez, /readyz, /metrics), with the client port's TLS and client-certificate rules for https://, as etcd's flag of that name. The client URLs keep serving them too.")
 	fl.StringVar(&f.listenMetricsURLs, "listen-metrics-urls", "", "Comma-separated http URLs serving /metrics (Prometheus), /health, /livez and /readyz. Empty: not served.")
 	fl.IntVar(&f.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Largest client request accepted, in bytes; larger ones get \"etcdserver: request is too large\".")
 	fl.IntVar(&f.maxTxnOps, "max-txn-ops", 128, "Most operations allowed in one txn (per compare, success and failure list).")
@@ -238,6 +240,10 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 	if err != nil {
 		return fmt.Errorf("--listen-metrics-urls: %w", err)
 	}
+	httpURLs, err := splitURLs(f.listenHTTPURLs)
+	if err != nil {
+		return fmt.Errorf("--listen-client-http-urls: %w", err)
+	}
 	advertise := f.advertiseClientURLs
 	if advertise == "" {
 		advertise = f.listenClientURLs
@@ -250,12 +256,17 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	for _, u := range clientURLs {
-		if u.Scheme == "https" && tlsCfg == nil {
-			return fmt.Errorf("--listen-client-urls %s is https but no --cert-file/--key-file is given", u)
-		}
-		if u.Scheme == "http" && tlsCfg != nil {
-			return fmt.Errorf("--listen-client-urls %s is http but TLS is configured: use https:// URLs", u)
+	for _, set := range []struct {
+		flag string
+		urls []*url.URL
+	}{{"--listen-client-urls", clientURLs}, {"--listen-client-http-urls", httpURLs}} {
+		for _, u := range set.urls {
+			if u.Scheme == "https" && tlsCfg == nil {
+				return fmt.Errorf("%s %s is https but no --cert-file/--key-file is given", set.flag, u)
+			}
+			if u.Scheme == "http" && tlsCfg != nil {
+				return fmt.Errorf("%s %s is http but TLS is configured: use https:// URLs", set.flag, u)
+			}
 		}
 	}
 	if _, _, err := server.ParseRetention(f.autoCompactionMode, f.autoCompactionRet); err != nil {
@@ -349,6 +360,22 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("listen on %s: %w", u, err)
+		}
+		metricsLns = append(metricsLns, l)
+	}
+	// --listen-client-http-urls are served like the metrics URLs, behind
+	// the client TLS when they are https (HTTP/1.1 only in ALPN: the HTTP
+	// server here speaks nothing else).
+	for _, u := range httpURLs {
+		l, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen on %s: %w", u, err)
+		}
+		if tlsCfg != nil {
+			httpTLS := tlsCfg.Clone()
+			httpTLS.NextProtos = []string{"http/1.1"}
+			l = tls.NewListener(l, httpTLS)
 		}
 		metricsLns = append(metricsLns, l)
 	}

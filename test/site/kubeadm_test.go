@@ -60,3 +60,26 @@ func TestKubeadmEtcdManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestClientHTTPURLs: etcd's --listen-client-http-urls serves the HTTP
+// endpoints on their own https port with the client TLS rules, while the
+// client port keeps serving gRPC.
+func TestClientHTTPURLs(t *testing.T) {
+	bin := testutil.BuildDyad(t)
+	pki := dyadCerts(t, bin, "--node", "n=127.0.0.1", "--client", "c")
+	ports := freePorts(t, 2)
+	nd := filepath.Join(pki, "n")
+	p := start(t, "dyad", []string{bin, "serve", "--name", "n", "--data-dir", filepath.Join(t.TempDir(), "d"),
+		"--listen-client-urls", "https://127.0.0.1:" + ports[0], "--listen-client-http-urls", "https://127.0.0.1:" + ports[1],
+		"--cert-file", filepath.Join(nd, "server.crt"), "--key-file", filepath.Join(nd, "server.key"), "--trusted-ca-file", filepath.Join(nd, "ca.crt")}, os.Environ())
+	client, tlsCfg := tlsClient(t, filepath.Join(pki, "ca.crt"), filepath.Join(pki, "c.crt"), filepath.Join(pki, "c.key"))
+	checkVersion(t, p.get(t, client, "https://127.0.0.1:"+ports[1]+"/version"))
+	checkHealth(t, p.get(t, client, "https://127.0.0.1:"+ports[1]+"/health"))
+	// Without a client certificate the HTTP port refuses, as the client port does.
+	anon, _ := tlsClient(t, filepath.Join(pki, "ca.crt"), "", "")
+	if resp, err := anon.Get("https://127.0.0.1:" + ports[1] + "/version"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("GET /version without a client certificate: %s, want a TLS refusal", resp.Status)
+	}
+	putGet(t, tlsCfg, "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[0])
+}
