@@ -217,6 +217,11 @@ type Heartbeat struct {
 	// node must then not take the lead alone (docs/ARCHITECTURE.md,
 	// "One-way link failures").
 	HeardAgo time.Duration
+	// Run identifies the sender's run (a restart makes a new one; 0: a
+	// sender that predates runs); EchoRun is the run whose send time Echo
+	// carries. SentAt and Echo are only comparable within one run.
+	Run     uint64
+	EchoRun uint64
 }
 
 // maxHeardAgoMs is the largest HeardAgo, in milliseconds, a Duration holds.
@@ -255,7 +260,9 @@ func (h *Heartbeat) Encode() []byte {
 	if h.HeardAgo >= 0 {
 		ago = uint64(h.HeardAgo/time.Millisecond) + 1
 	}
-	return binary.AppendUvarint(b, ago)
+	b = binary.AppendUvarint(b, ago)
+	b = binary.BigEndian.AppendUint64(b, h.Run)
+	return binary.BigEndian.AppendUint64(b, h.EchoRun)
 }
 
 // DecodeHeartbeat decodes Heartbeat.Encode's output.
@@ -291,6 +298,11 @@ func DecodeHeartbeat(b []byte) (Heartbeat, error) {
 			case ago > 0:
 				h.HeardAgo = time.Duration(ago-1) * time.Millisecond
 			}
+		}
+		// An older sender does not report runs: 0.
+		if d.err == nil && len(d.b) > 0 {
+			h.Run = d.u64()
+			h.EchoRun = d.u64()
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {

@@ -348,6 +348,7 @@ func (s *Server) sendHeartbeat() {
 		start = repl.Last(r.epochs).Start
 	}
 	var sentAt, echo int64
+	var echoRun uint64
 	// The leader withholds its echo (the replica's read lease) while the
 	// replica is not synchronous: in solo, once acks are overdue, and in a
 	// synchronous epoch until the replica has acknowledged everything
@@ -358,6 +359,7 @@ func (s *Server) sendHeartbeat() {
 		role == repl.RolePrimary && !s.ackOverdue(now) && r.ackIdx+1 >= start
 	if grant {
 		sentAt, echo = r.det.Outgoing(now)
+		echoRun = r.det.PeerRun()
 	} else {
 		sentAt = now
 	}
@@ -374,6 +376,7 @@ func (s *Server) sendHeartbeat() {
 		Role: role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
 		Rev: s.store.ReadableRev(), SentAt: sentAt, Echo: echo, LedLast: r.ledLast, MaxTerm: r.maxTerm,
 		CatchingUp: role == repl.RoleReplica && !r.verified, HeardAgo: r.det.Silence(now),
+		Run: r.det.Run, EchoRun: echoRun,
 	}
 	if err := r.tr.Send(&transport.Message{Class: transport.Heartbeat, Kind: repl.KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Payload: hb.Encode()}); err != nil {
 		s.log.Debug("heartbeat not sent", "err", err)
@@ -488,7 +491,10 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			// Only once it has heard this node lately: a replica still
 			// counting the silence of this node's previous run may be
 			// promoting right now (both would lead in the same term).
-			if s.peerHearsNow(now) {
+			// And only once it has heard this run: until then it may
+			// still hold a read lease from this node's previous run,
+			// which ended without expiring it.
+			if s.peerHearsNow(now) && r.det.PeerKnowsRun(&r.peer) {
 				s.lead(ctx, "restarted before the replica took over")
 			}
 		case fresh && r.peer.Role == repl.RoleWaiting:
@@ -736,9 +742,10 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		now := r.det.Now()
-		if r.peerSeen && hb.SentAt < r.peer.SentAt && r.peer.SentAt-hb.SentAt < int64(r.cfg.Lease) {
-			// Overtaken by a newer one (heartbeats travel best effort). A
-			// much older SentAt is a restarted peer's new clock.
+		if r.peerSeen && hb.Run == r.peer.Run && hb.SentAt < r.peer.SentAt && (hb.Run != 0 || r.peer.SentAt-hb.SentAt < int64(r.cfg.Lease)) {
+			// Overtaken by a newer one of the same run (heartbeats travel
+			// best effort). Without runs (an older peer), a much older
+			// SentAt is a restarted peer's new clock.
 			return
 		}
 		r.peerID.Store(m.From)
