@@ -48,13 +48,15 @@ type Detector struct {
 
 	start        time.Time
 	lastTick     int64
-	runningSince int64  // start of this node's current uninterrupted run
-	peerSeen     int64  // when the newest peer heartbeat arrived (0: never)
-	peerRun      uint64 // the run of the newest peer heartbeat (0: none yet, or a sender without runs)
-	peerSentAt   int64  // newest peer SentAt in peerRun (peer's clock), echoed back
-	echoSentAt   int64  // when a heartbeat first carried peerSentAt
-	echoPending  bool   // peerSentAt not yet sent back
-	leaseUntil   int64  // own lease from the peer
+	runningSince int64     // start of this node's current uninterrupted run
+	peerSeen     int64     // when the newest peer heartbeat arrived (0: never)
+	peerRun      uint64    // the run of the newest peer heartbeat (0: none yet, or a sender without runs)
+	ended        [4]uint64 // runs of the peer known to have ended (a ring; 0: empty slot)
+	endedNext    int
+	peerSentAt   int64 // newest peer SentAt in peerRun (peer's clock), echoed back
+	echoSentAt   int64 // when a heartbeat first carried peerSentAt
+	echoPending  bool  // peerSentAt not yet sent back
+	leaseUntil   int64 // own lease from the peer
 }
 
 // NewDetector returns a detector that has not heard from its peer.
@@ -110,7 +112,10 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 		d.peerSeen = now
 	}
 	if h.Run != d.peerRun {
-		// Another run of the peer (see the type's comment).
+		// Another run of the peer (see the type's comment). The old
+		// one has ended: two runs of a node never overlap (they hold
+		// the same data file).
+		d.endRun(d.peerRun)
 		d.peerRun = h.Run
 		d.peerSentAt = 0
 		d.echoPending = false
@@ -130,6 +135,34 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 		d.leaseUntil = h.Echo + int64(d.Lease)
 	}
 }
+
+// endRun records that the peer's run has ended.
+func (d *Detector) endRun(run uint64) {
+	if run == 0 || d.Ended(run) {
+		return
+	}
+	d.ended[d.endedNext] = run
+	d.endedNext = (d.endedNext + 1) % len(d.ended)
+}
+
+// Ended reports whether run is a run of the peer known to have ended (it
+// said it was leaving, or a later run was heard): its heartbeats still in
+// flight are stale news and must be ignored. Only the last few ended runs
+// are remembered; a heartbeat of an older one would have to outlive
+// several restarts in transit.
+func (d *Detector) Ended(run uint64) bool {
+	for _, r := range d.ended {
+		if r != 0 && r == run {
+			return true
+		}
+	}
+	return false
+}
+
+// PeerLeft records that the peer's current run stopped on purpose (its
+// leaving message). Its lease from this node was given up by the peer
+// itself; what this node granted it is kept as it was.
+func (d *Detector) PeerLeft() { d.endRun(d.peerRun) }
 
 // PeerKnowsRun reports whether the heartbeat h echoes a send time of this
 // run: the peer has heard this run, and so has dropped any lease it held

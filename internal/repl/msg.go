@@ -27,10 +27,12 @@ const (
 	KindHandoverAck                    // Control: Handover (Refused set or not), replica -> primary
 )
 
-// KindLeaving (Control, no payload, Message.Term = the term of the epoch
-// the replica follows), replica -> primary: the replica stops on purpose
-// and no longer serves clients; the primary of that epoch may lead alone
-// at once instead of waiting out its silence and read lease.
+// KindLeaving (Control, Message.Term = the term of the epoch the replica
+// follows, payload: the replica's run, 8 bytes big-endian; empty from a
+// sender without runs), replica -> primary: the replica stops on purpose
+// and no longer serves clients; the primary may lead alone at once instead
+// of waiting out its silence and read lease, and the run's heartbeats
+// still in flight are stale.
 const KindLeaving uint16 = 48
 
 // Flags of KindCatchup and KindSnapChunk messages.

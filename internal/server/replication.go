@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -82,6 +83,7 @@ type replState struct {
 	lastEpoch repl.Epoch
 	lastSolo  bool
 	ackIdx    uint64
+	mark      syncMark
 	inflight  []*pending
 	fwdq      []*proposal // forwarded writes waiting for the next batch
 	dedup     *dedup
@@ -129,9 +131,13 @@ type replState struct {
 	kaWait  map[uint64]chan repl.Reply
 }
 
-// syncWindow is how far behind (in entries) the replica may be when the
-// leader starts a synchronous epoch.
-const syncWindow = 1024
+// syncMark is, in solo, what the leader noted when it last judged whether
+// its replica had caught up (see caughtUp).
+type syncMark struct {
+	epoch repl.Epoch // the solo epoch it was taken in (another: no mark)
+	idx   uint64     // the leader's applied index then
+	since int64      // detector time since which the replica was caught up at every judgement (0: it was not)
+}
 
 // pending is a locally committed leader batch waiting for the replica.
 type pending struct {
@@ -557,11 +563,8 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			return
 		}
 		r.bothLeadSince = 0
-		// The synchronous epoch can start while the replica is a little
-		// behind: its acks are cumulative, so entries from the epoch's
-		// start on wait for it to get there. Far behind, writes would
-		// stall, so it catches up first.
-		if fresh && r.peer.Role == repl.RoleReplica && !r.peer.CatchingUp && r.peer.Epoch.Node == s.memberID && r.peer.Applied+syncWindow >= s.appliedIdx {
+		following := fresh && r.peer.Role == repl.RoleReplica && !r.peer.CatchingUp && r.peer.Epoch.Node == s.memberID
+		if s.caughtUp(now, following) {
 			if err := s.newEpoch(false); err != nil {
 				s.fail(err)
 				return
@@ -570,6 +573,37 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			s.setRole(repl.RolePrimary, "replica caught up")
 		}
 	}
+}
+
+// caughtUp judges, in solo, whether the replica (following this node, per
+// its newest heartbeat) has caught up, and has stayed so for a lease. At
+// each judgement it is caught up when it holds everything this node
+// applied, or, while writes keep coming, everything this node had applied
+// at the previous judgement (a tick ago). Acks are cumulative, so a
+// synchronous epoch can start while the replica is that little behind;
+// the epoch's entries wait for it. The lease of judgements keeps out a
+// replica that only looked caught up in a quiet moment but is too slow for
+// the load (a commit slower than the lease): going synchronous with it
+// would stall writes until its acks were overdue and this node went solo
+// again, over and over. Only heartbeats of the peer's current run get here
+// (onMessage drops those of a run that ended).
+func (s *Server) caughtUp(now int64, following bool) bool {
+	r := s.repl
+	epoch := s.currentEpoch()
+	m := r.mark
+	if m.epoch != epoch {
+		m = syncMark{epoch: epoch, idx: math.MaxUint64}
+	}
+	ok := following && (r.peer.Applied >= s.appliedIdx || r.peer.Applied >= m.idx)
+	switch {
+	case !ok:
+		m.since = 0
+	case m.since == 0:
+		m.since = now
+	}
+	m.idx = s.appliedIdx
+	r.mark = m
+	return ok && now-m.since >= int64(r.cfg.Lease)
 }
 
 // goSolo makes the synchronous primary lead alone: the entries not yet
@@ -602,7 +636,8 @@ func (s *Server) leave() {
 	}
 	r.leaseUntil.Store(0)
 	s.setRole(repl.RoleWaiting, "stopping")
-	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: r.following.Term}); err != nil {
+	run := binary.BigEndian.AppendUint64(nil, r.det.Run)
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: r.following.Term, Payload: run}); err != nil {
 		s.log.Debug("leaving message not sent", "err", err)
 	}
 }
@@ -742,6 +777,9 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		now := r.det.Now()
+		if r.det.Ended(hb.Run) {
+			return // sent by a run of the peer that has ended
+		}
 		if r.peerSeen && hb.Run == r.peer.Run && hb.SentAt < r.peer.SentAt && (hb.Run != 0 || r.peer.SentAt-hb.SentAt < int64(r.cfg.Lease)) {
 			// Overtaken by a newer one of the same run (heartbeats travel
 			// best effort). Without runs (an older peer), a much older
@@ -838,10 +876,24 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			s.onMergeReq(rev)
 		}
 	case repl.KindLeaving:
-		// Only from a replica of this very epoch: a late message of an
-		// earlier run of the peer must not end a later synchronous epoch
-		// (the peer may hold a read lease in it).
-		if s.Role() == repl.RolePrimary && m.Term == s.currentEpoch().Term {
+		// Only from the peer's current run: a late message of an earlier
+		// run must not end a later synchronous epoch (the later run may
+		// hold a read lease in it). The run, not the term, names it: the
+		// replica learns a new epoch's term from heartbeats, a tick after
+		// the epoch starts, and a message naming the older term is as
+		// good. A sender without runs names the epoch's term.
+		current := len(m.Payload) == 8 && binary.BigEndian.Uint64(m.Payload) == r.det.PeerRun()
+		if len(m.Payload) == 0 {
+			current = m.Term == s.currentEpoch().Term
+		}
+		if !current {
+			return
+		}
+		// The run's heartbeats still in flight are stale: the peer is
+		// gone until a new run is heard.
+		r.det.PeerLeft()
+		r.peerSeen = false
+		if s.Role() == repl.RolePrimary {
 			s.goSolo("the replica is stopping")
 		}
 	case repl.KindHandover:
