@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -170,6 +171,14 @@ func newReplState(cfg ReplConfig) *replState {
 	}
 	r.handoverc = make(chan *handover, 1)
 	r.started = r.det.Now()
+	// Request IDs must differ from every earlier run's: the primary's
+	// dedup ring still holds them (it would drop this run's writes as
+	// duplicates), and an entry of an earlier run met in a catch-up
+	// would answer a new caller waiting on the same ID. Each run counts
+	// from a random start below 2^63: two runs' ranges overlap only with
+	// probability about (IDs used) / 2^63, and a run never wraps to 0
+	// (0 means "no request" in an entry).
+	r.nextReq.Store(rand.Uint64() >> 1)
 	return r
 }
 

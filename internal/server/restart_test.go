@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
 	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/server"
 	"github.com/dyad-db/dyad/internal/transport"
@@ -59,5 +61,45 @@ func TestPairReplicaRestartGetsNoOldLease(t *testing.T) {
 	resp, err := b.cli.Get(ctx, "k")
 	if err == nil && (len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v2") {
 		t.Fatalf("the cut-off replica (%s) served a linearizable read (%v at revision %d) after its primary acknowledged v2 alone", b.srv.Role(), resp.Kvs, resp.Header.Revision)
+	}
+}
+
+// Forwarded writes carry request IDs that the primary deduplicates. A
+// restarted replica must not reuse its previous run's IDs: the primary
+// would drop its writes as duplicates (and a catch-up could hand the new
+// caller an old entry's result).
+func TestPairReplicaRestartForwardsWrites(t *testing.T) {
+	net := transport.NewMemNet()
+	dirB := t.TempDir()
+	a := pairNode(t, net, t.TempDir(), 1, true)
+	b := pairNode(t, net, dirB, 2, false)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	waitLease(t, b)
+	for _, v := range []string{"1", "2", "3"} {
+		put(t, b.cli, "old", v)
+	}
+	b.stop()
+	b = pairNode(t, net, dirB, 2, false)
+	waitRole(t, b, repl.RoleReplica)
+	waitLease(t, b)
+
+	for _, v := range []string{"x", "y"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
+		resp, err := b.cli.Put(ctx, "new", v)
+		cancel()
+		if errors.Is(err, rpctypes.ErrTimeout) {
+			t.Fatalf("forwarded put %s after the replica's restart timed out (dropped as a duplicate?)", v)
+		}
+		if err != nil {
+			t.Fatalf("forwarded put %s: %v", v, err)
+		}
+		got, err := a.cli.Get(context.Background(), "new")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != v || got.Kvs[0].ModRevision != resp.Header.Revision {
+			t.Fatalf("forwarded put %s answered revision %d; the primary holds %v", v, resp.Header.Revision, got.Kvs)
+		}
 	}
 }
