@@ -943,7 +943,8 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 	switch f.Op {
 	case repl.ForwardKeepAlive:
 		rp := repl.Reply{ReqID: f.ReqID}
-		if !s.Role().Leads() {
+		// A primary without its role lease answers as LeaseRenew does.
+		if !s.Role().Leads() || s.Role() == repl.RolePrimary && !s.HasLeader() {
 			rp.Err = repl.ReplyNotPrimary
 		} else if len(f.Data) == 8 {
 			ttl, err := s.lessor.Renew(int64(binary.BigEndian.Uint64(f.Data)))
