@@ -85,9 +85,13 @@ type replState struct {
 	lastSolo  bool
 	ackIdx    uint64
 	mark      syncMark
-	inflight  []*pending
-	fwdq      []*proposal // forwarded writes waiting for the next batch
-	dedup     *dedup
+	// behind: since when (detector time, 0: not) this replica has stood
+	// still at index behindAt while its leader reported more applied.
+	behind   int64
+	behindAt uint64
+	inflight []*pending
+	fwdq     []*proposal // forwarded writes waiting for the next batch
+	dedup    *dedup
 
 	catchupAsked int64 // detector time of the outstanding catch-up request (0: none)
 	// stuck: why this node waits for an operator (empty: it does not).
@@ -495,9 +499,14 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 		}
 		waited := now-r.started > 2*int64(r.cfg.Lease)
 		switch {
-		case fresh && r.peer.Role == repl.RoleSolo && r.ledLast && !s.yieldsTo(&r.peer) && r.holdOff == "":
+		case fresh && r.peer.Role == repl.RoleSolo && r.ledLast && s.wroteAlone() && !s.yieldsTo(&r.peer) && r.holdOff == "":
 			// Restarted after a split in which this node should win:
-			// lead again, and the peer yields when it hears it.
+			// lead again, and the peer yields when it hears it. Only
+			// after a real split, one in which this node acknowledged
+			// writes alone: one that led a synchronous epoch and
+			// crashed was replaced by its replica, whose solo writes
+			// would otherwise go to conflict records after a single
+			// fault if both sides then wrote (the next case follows).
 			s.lead(ctx, "restarted after a split brain that this node wins")
 		case fresh && r.peer.Role.Leads():
 			s.follow()
@@ -531,6 +540,7 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			r.following = r.peer.Epoch
 			r.leader.Store(r.following.Node)
 		}
+		s.fetchIfStalled(now, fresh)
 		if r.det.PeerDead(now) && r.det.PeerLeaseExpired(now) {
 			if r.holdOff != "" {
 				// The primary stopped hearing this node before it fell
@@ -581,6 +591,27 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			r.ackIdx = r.peer.Applied
 			s.setRole(repl.RolePrimary, "replica caught up")
 		}
+	}
+}
+
+// fetchIfStalled asks for catch-up when this replica has stood still for a
+// quarter lease while its leader reports more entries applied. A gap is
+// otherwise found only when the next live entry arrives: the entries sent
+// while the link was down would wait for the next write, and on an idle
+// pair the leader would never count the replica as caught up.
+func (s *Server) fetchIfStalled(now int64, fresh bool) {
+	r := s.repl
+	if !fresh || !r.peer.Role.Leads() || r.peer.Applied <= s.appliedIdx || r.catchupAsked != 0 {
+		r.behind = 0
+		return
+	}
+	if r.behind == 0 || r.behindAt != s.appliedIdx {
+		r.behind, r.behindAt = now, s.appliedIdx
+		return
+	}
+	if now-r.behind > int64(r.cfg.Lease/4) {
+		r.behind = 0
+		s.askCatchup()
 	}
 }
 
@@ -671,6 +702,13 @@ func (s *Server) countFalseFailover(now int64) {
 	if !r.det.InFreezeGrace(now - int64(r.cfg.Lease)) {
 		s.m.FalseFailovers.Inc()
 	}
+}
+
+// wroteAlone reports whether this node acknowledged writes alone in its
+// trailing run of solo epochs.
+func (s *Server) wroteAlone() bool {
+	from := repl.SoloFrom(s.repl.epochs, s.memberID)
+	return from != 0 && s.appliedIdx >= from
 }
 
 // yieldsTo applies repl.YieldAfterSplit between this node and a leading

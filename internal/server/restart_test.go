@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/dyad-db/dyad/internal/repl"
@@ -100,6 +101,60 @@ func TestPairReplicaRestartForwardsWrites(t *testing.T) {
 		}
 		if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != v || got.Kvs[0].ModRevision != resp.Header.Revision {
 			t.Fatalf("forwarded put %s answered revision %d; the primary holds %v", v, resp.Header.Revision, got.Kvs)
+		}
+	}
+}
+
+// A single crash-stop of the primary must never produce conflict records:
+// the replica takes over, and the restarted primary (which led last, in a
+// synchronous epoch, and acknowledged nothing alone) follows it. Were it to
+// lead again instead, a partition right after would let both sides
+// acknowledge writes, and the merge would move the new primary's
+// acknowledged writes to conflict records.
+func TestPairRestartedPrimaryFollowsItsSuccessor(t *testing.T) {
+	net := transport.NewMemNet()
+	dirA := t.TempDir()
+	a := pairNode(t, net, dirA, 1, true)
+	b := pairNode(t, net, t.TempDir(), 2, false)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	put(t, a.cli, "k", "before")
+	a.stop() // a crash: no hand-over
+	waitRole(t, b, repl.RoleSolo)
+
+	a = pairNode(t, net, dirA, 1, true)
+	deadline := time.Now().Add(20 * testLease)
+	for a.srv.Role() == repl.RoleWaiting {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted node neither follows nor leads")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	net.Partition(1, 2, true)
+	var acked []string
+	for _, n := range []*node{a, b} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*testLease)
+		if _, err := n.cli.Put(ctx, "from-"+n.cfg.Name, "v"); err == nil {
+			acked = append(acked, "from-"+n.cfg.Name)
+		}
+		cancel()
+	}
+	net.Partition(1, 2, false)
+	deadline = time.Now().Add(20 * testLease)
+	for !(a.srv.Role() == repl.RoleReplica && b.srv.Role() == repl.RolePrimary || a.srv.Role() == repl.RolePrimary && b.srv.Role() == repl.RoleReplica) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pair did not form again: %s and %s", a.srv.Role(), b.srv.Role())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, n := range []*node{a, b} {
+		if v := promtest.ToFloat64(n.cfg.Metrics.SplitBrains); v != 0 {
+			t.Errorf("%s counted %v split brains after a single crash", n.cfg.Name, v)
+		}
+		for _, k := range acked {
+			if v, _ := get(t, n.cli, k); v != "v" {
+				t.Errorf("%s: acknowledged write %s reads %q", n.cfg.Name, k, v)
+			}
 		}
 	}
 }
