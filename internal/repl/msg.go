@@ -94,18 +94,21 @@ func DecodeEpochs(b []byte) ([]EpochRecord, error) {
 // index applied) holds entries from a solo epoch of node self that the
 // leader's history does not know: writes acknowledged while split, which
 // must never be truncated. A solo epoch that holds no entry (the next
-// epoch starts where it starts) does not count.
+// epoch starts where it starts) does not count, nor one whose entries all
+// lie below the floor of the leader's trimmed history (entries both nodes
+// share; see TrimEpochs).
 func SoloSuffix(own, leader []EpochRecord, self, applied uint64) bool {
 	known := make(map[Epoch]bool, len(leader))
 	for _, r := range leader {
 		known[r.Epoch] = true
 	}
+	floor := HistoryFloor(leader)
 	for i, r := range own {
 		end := applied
 		if i+1 < len(own) && own[i+1].Start-1 < end {
 			end = own[i+1].Start - 1
 		}
-		if r.Solo && r.Epoch.Node == self && r.Start <= end && !known[r.Epoch] {
+		if r.Solo && r.Epoch.Node == self && r.Start <= end && end >= floor && !known[r.Epoch] {
 			return true
 		}
 	}
@@ -126,8 +129,10 @@ func SoloFrom(h []EpochRecord, self uint64) uint64 {
 // histories) assign every index to the same epoch, capped at applied: the
 // end of the common prefix of the two logs. It errs early rather than
 // late: a node's history may place entries it shares with the other in a
-// later epoch of its own (the entries in flight when it went solo).
+// later epoch of its own (the entries in flight when it went solo). Below
+// the floor of either history (trimmed: see TrimEpochs) the logs agree.
 func Divergence(own, leader []EpochRecord, applied uint64) uint64 {
+	floor := max(HistoryFloor(own), HistoryFloor(leader))
 	var points []uint64
 	for _, r := range own {
 		points = append(points, r.Start)
@@ -137,7 +142,7 @@ func Divergence(own, leader []EpochRecord, applied uint64) uint64 {
 	}
 	first := applied + 1 // the first index where they differ
 	for _, p := range points {
-		if p >= 1 && p < first && EpochAt(own, p) != EpochAt(leader, p) {
+		if p >= floor && p < first && EpochAt(own, p) != EpochAt(leader, p) {
 			first = p
 		}
 	}

@@ -268,6 +268,18 @@ func (s *Server) loadEpochs() error {
 	})
 }
 
+// sharedIdx is an index up to which both nodes' logs are known to hold the
+// same entries (repl.TrimEpochs): what a replica acknowledged to this node
+// as primary, or, as a replica that its leader confirmed, what it applied.
+func (s *Server) sharedIdx() uint64 {
+	r := s.repl
+	shared := r.ackIdx
+	if s.Role() == repl.RoleReplica && r.verified && s.appliedIdx > shared {
+		shared = s.appliedIdx
+	}
+	return shared
+}
+
 // newEpoch starts and persists an epoch led by this node, from the next
 // index on.
 func (s *Server) newEpoch(solo bool) error { return s.newEpochAt(solo, s.appliedIdx+1) }
@@ -282,8 +294,14 @@ func (s *Server) newEpochAt(solo bool, start uint64) error {
 		term = r.peer.MaxTerm + 1
 	}
 	rec := repl.EpochRecord{Epoch: repl.Epoch{Term: term, Node: s.memberID}, Start: start, Solo: solo}
+	var epochs []repl.EpochRecord
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		if err := repl.PutEpoch(tx, rec); err != nil {
+			return err
+		}
+		// Every role change adds a record: keep the history bounded.
+		var err error
+		if epochs, err = repl.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], rec), s.sharedIdx()); err != nil {
 			return err
 		}
 		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(term))
@@ -291,7 +309,7 @@ func (s *Server) newEpochAt(solo bool, start uint64) error {
 	if err != nil {
 		return err
 	}
-	r.epochs = append(r.epochs, rec)
+	r.epochs = epochs
 	r.maxTerm = term
 	r.ledLast = true
 	s.mu.Lock()
@@ -1061,6 +1079,8 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	epoch := s.currentEpoch()
 	merged := false
 	var newEpochs []repl.EpochRecord
+	shared := s.sharedIdx() // before this batch: applied from the leader
+	var trimmed []repl.EpochRecord
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for i := range es {
 			e := &es[i]
@@ -1107,6 +1127,12 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 				return err
 			}
 		}
+		if len(newEpochs) > 0 {
+			var err error
+			if trimmed, err = repl.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], newEpochs...), shared); err != nil {
+				return err
+			}
+		}
 		last := es[len(es)-1].Index
 		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(last)); err != nil {
 			return err
@@ -1116,7 +1142,9 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	if err != nil {
 		return err
 	}
-	r.epochs = append(r.epochs, newEpochs...)
+	if len(newEpochs) > 0 {
+		r.epochs = trimmed
+	}
 	r.lastEpoch, r.lastSolo = es[len(es)-1].Epoch, es[len(es)-1].Solo
 	s.mu.Lock()
 	s.appliedIdx = es[len(es)-1].Index
