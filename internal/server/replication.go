@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -136,12 +135,19 @@ type replState struct {
 	kaWait  map[uint64]chan repl.Reply
 }
 
-// syncMark is, in solo, what the leader noted when it last judged whether
-// its replica had caught up (see caughtUp).
+// syncMark is what a solo leader notes to judge whether its replica has
+// caught up (see caughtUp). It belongs to one solo epoch.
 type syncMark struct {
-	epoch repl.Epoch // the solo epoch it was taken in (another: no mark)
-	idx   uint64     // the leader's applied index then
-	since int64      // detector time since which the replica was caught up at every judgement (0: it was not)
+	epoch   repl.Epoch // the solo epoch it belongs to (another: start afresh)
+	samples []idxAt    // the leader's applied index at recent judgements, oldest first
+	acked   uint64     // the replica's newest ack in this epoch
+	since   int64      // detector time since which every judgement found it caught up (0: the last did not)
+}
+
+// idxAt is an index at a detector time.
+type idxAt struct {
+	at  int64
+	idx uint64
 }
 
 // pending is a locally committed leader batch waiting for the replica.
@@ -635,32 +641,40 @@ func (s *Server) fetchIfStalled(now int64, fresh bool) {
 
 // caughtUp judges, in solo, whether the replica (following this node, per
 // its newest heartbeat) has caught up, and has stayed so for a lease. At
-// each judgement it is caught up when it holds everything this node
-// applied, or, while writes keep coming, everything this node had applied
-// at the previous judgement (a tick ago). Acks are cumulative, so a
-// synchronous epoch can start while the replica is that little behind;
-// the epoch's entries wait for it. The lease of judgements keeps out a
-// replica that only looked caught up in a quiet moment but is too slow for
-// the load (a commit slower than the lease): going synchronous with it
-// would stall writes until its acks were overdue and this node went solo
-// again, over and over. Only heartbeats of the peer's current run get here
-// (onMessage drops those of a run that ended).
+// each judgement it is caught up when its heartbeats or acks show that it
+// holds every entry this node had applied a quarter lease ago (everything,
+// on an idle pair). Acks are cumulative, so a synchronous epoch can start
+// while the replica is that little behind; the epoch's entries wait for it.
+// A replica further behind, too slow for the load, stays outside, and the
+// lease of judgements keeps out one that only looked caught up in a quiet
+// moment: going synchronous with it would stall writes until its acks were
+// overdue and this node went solo again, every --ack-timeout.
 func (s *Server) caughtUp(now int64, following bool) bool {
 	r := s.repl
-	epoch := s.currentEpoch()
-	m := r.mark
-	if m.epoch != epoch {
-		m = syncMark{epoch: epoch, idx: math.MaxUint64}
+	m := &r.mark
+	if epoch := s.currentEpoch(); m.epoch != epoch {
+		*m = syncMark{epoch: epoch}
 	}
-	ok := following && (r.peer.Applied >= s.appliedIdx || r.peer.Applied >= m.idx)
+	// The target: the applied index of the newest sample at least a
+	// quarter lease old (drop the older ones), or, without one, all.
+	target := s.appliedIdx
+	lag := now - int64(r.cfg.Lease/4)
+	for len(m.samples) > 0 && m.samples[0].at <= lag {
+		if len(m.samples) > 1 && m.samples[1].at <= lag {
+			m.samples = m.samples[1:]
+			continue
+		}
+		target = m.samples[0].idx
+		break
+	}
+	m.samples = append(m.samples, idxAt{at: now, idx: s.appliedIdx})
+	ok := following && max(r.peer.Applied, m.acked) >= target
 	switch {
 	case !ok:
 		m.since = 0
 	case m.since == 0:
 		m.since = now
 	}
-	m.idx = s.appliedIdx
-	r.mark = m
 	return ok && now-m.since >= int64(r.cfg.Lease)
 }
 
@@ -864,6 +878,9 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		r.leaseUntil.Store(r.det.LeaseUntil())
 		s.evaluate(ctx, now)
 	case repl.KindAck:
+		if s.Role() == repl.RoleSolo && m.Index > r.mark.acked && r.mark.epoch == s.currentEpoch() {
+			r.mark.acked = m.Index // progress of a replica catching up (caughtUp)
+		}
 		if s.Role() == repl.RolePrimary && m.Index > r.ackIdx {
 			if failpoint.Hit(failpoint.BeforeRelease) != nil {
 				return // an injected error loses the ack; a later one covers it
