@@ -1,6 +1,9 @@
 package repl
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+)
 
 // Detector times, on the node's own monotonic clock, the leases the two
 // nodes hold from each other, and decides when the peer is dead. It is
@@ -15,6 +18,17 @@ import "time"
 //
 // The replica's read lease and the primary's role lease are the same
 // mechanism seen from the two sides.
+//
+// Runs: every detector has a run identity (Run), sent in every heartbeat
+// with the run whose send time is echoed (EchoRun). A restarted node's
+// clock starts again near zero, so send times of two runs cannot be
+// compared: an echo counts only for the run that sent the time, and when
+// the peer's run changes nothing of its earlier run carries over (the
+// echoed time restarts, and the lease this node held from the earlier run
+// ends: that run's promise died with it). What this node granted the
+// earlier run is kept as it was (PeerLeaseExpired stays as late as it
+// was): a late heartbeat of the earlier run can then never shorten the
+// lease of the later one.
 type Detector struct {
 	Lease time.Duration
 	Drift time.Duration
@@ -29,12 +43,17 @@ type Detector struct {
 	// failover.
 	FreezeGraceFrom time.Duration
 	graceUntil      int64
+	// Run identifies this detector's run (random, never 0).
+	Run uint64
 
 	start        time.Time
 	lastTick     int64
-	runningSince int64 // start of this node's current uninterrupted run
-	peerSeen     int64 // when the newest peer heartbeat arrived (0: never)
-	peerSentAt   int64 // newest peer SentAt (peer's clock), echoed back
+	runningSince int64     // start of this node's current uninterrupted run
+	peerSeen     int64     // when the newest peer heartbeat arrived (0: never)
+	peerRun      uint64    // the run of the newest peer heartbeat (0: none yet, or a sender without runs)
+	ended        [4]uint64 // runs of the peer known to have ended (a ring; 0: empty slot)
+	endedNext    int
+	peerSentAt   int64 // newest peer SentAt in peerRun (peer's clock), echoed back
 	echoSentAt   int64 // when a heartbeat first carried peerSentAt
 	echoPending  bool  // peerSentAt not yet sent back
 	leaseUntil   int64 // own lease from the peer
@@ -42,10 +61,20 @@ type Detector struct {
 
 // NewDetector returns a detector that has not heard from its peer.
 func NewDetector(lease, drift time.Duration) *Detector {
-	d := &Detector{Lease: lease, Drift: drift, start: time.Now()}
+	d := &Detector{Lease: lease, Drift: drift, start: time.Now(), Run: newRun()}
 	d.lastTick = d.Now()
 	d.runningSince = d.lastTick
 	return d
+}
+
+// newRun returns a random run identity (never 0). Two runs of one node
+// share an identity with probability 2^-64 per pair.
+func newRun() uint64 {
+	for {
+		if r := rand.Uint64(); r != 0 {
+			return r
+		}
+	}
 }
 
 // Now is the detector's clock: monotonic ns since it was made (>= 1).
@@ -64,7 +93,8 @@ func (d *Detector) Tick(now int64) {
 	d.lastTick = now
 }
 
-// Outgoing returns the SentAt and Echo to put in a heartbeat sent now.
+// Outgoing returns the SentAt and Echo to put in a heartbeat sent now (its
+// EchoRun is PeerRun).
 func (d *Detector) Outgoing(now int64) (sentAt, echo int64) {
 	if d.echoPending {
 		d.echoSentAt = now
@@ -73,19 +103,71 @@ func (d *Detector) Outgoing(now int64) (sentAt, echo int64) {
 	return now, d.peerSentAt
 }
 
+// PeerRun is the peer's run whose send time Outgoing echoes.
+func (d *Detector) PeerRun() uint64 { return d.peerRun }
+
 // Heard records a heartbeat from the peer, received now.
 func (d *Detector) Heard(h *Heartbeat, now int64) {
 	if now > d.peerSeen {
 		d.peerSeen = now
 	}
+	if h.Run != d.peerRun {
+		// Another run of the peer (see the type's comment). The old
+		// one has ended: two runs of a node never overlap (they hold
+		// the same data file).
+		d.endRun(d.peerRun)
+		d.peerRun = h.Run
+		d.peerSentAt = 0
+		d.echoPending = false
+		d.leaseUntil = 0
+	}
 	if h.SentAt > d.peerSentAt {
 		d.peerSentAt = h.SentAt
 		d.echoPending = true
+	}
+	// An echo of another run's send time says nothing about this run. A
+	// peer that predates run identities (Run 0) echoes without naming
+	// the run, as before.
+	if h.Run != 0 && h.EchoRun != d.Run {
+		return
 	}
 	if h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
 		d.leaseUntil = h.Echo + int64(d.Lease)
 	}
 }
+
+// endRun records that the peer's run has ended.
+func (d *Detector) endRun(run uint64) {
+	if run == 0 || d.Ended(run) {
+		return
+	}
+	d.ended[d.endedNext] = run
+	d.endedNext = (d.endedNext + 1) % len(d.ended)
+}
+
+// Ended reports whether run is a run of the peer known to have ended (it
+// said it was leaving, or a later run was heard): its heartbeats still in
+// flight are stale news and must be ignored. Only the last few ended runs
+// are remembered; a heartbeat of an older one would have to outlive
+// several restarts in transit.
+func (d *Detector) Ended(run uint64) bool {
+	for _, r := range d.ended {
+		if r != 0 && r == run {
+			return true
+		}
+	}
+	return false
+}
+
+// PeerLeft records that the peer's current run stopped on purpose (its
+// leaving message). Its lease from this node was given up by the peer
+// itself; what this node granted it is kept as it was.
+func (d *Detector) PeerLeft() { d.endRun(d.peerRun) }
+
+// PeerKnowsRun reports whether the heartbeat h echoes a send time of this
+// run: the peer has heard this run, and so has dropped any lease it held
+// from an earlier run of this node.
+func (d *Detector) PeerKnowsRun(h *Heartbeat) bool { return h.EchoRun == d.Run && h.Echo > 0 }
 
 // HoldsLease reports whether the peer's echoes still vouch for this node.
 func (d *Detector) HoldsLease(now int64) bool { return now < d.leaseUntil }

@@ -73,3 +73,41 @@ func EpochAt(h []EpochRecord, i uint64) Epoch {
 	}
 	return e
 }
+
+// TrimEpochs drops from the history h (and from tx) every record whose
+// entries all lie at or below shared, an index up to which both nodes'
+// logs are known to hold the same entries (the replica acknowledged them,
+// or applied them from a leader that confirmed its log), and returns what
+// is left. The newest record always stays.
+//
+// Nothing dropped is ever needed. The histories are compared only to find
+// where two logs part (Divergence) and whether a node holds solo writes
+// the other lacks (SoloSuffix). Both nodes keep [1, shared] as it is
+// forever: a node truncates only entries its peer lacks, and a resync
+// installs a snapshot of the peer, which holds them. So two logs never part
+// at or below shared, and no entry there is a solo write the other lacks.
+// The first record left starts at or below shared+1, which both
+// comparisons take as the floor of what the history describes
+// (HistoryFloor): below it they assume agreement.
+func TrimEpochs(tx storage.WriteTx, h []EpochRecord, shared uint64) ([]EpochRecord, error) {
+	n := 0
+	for n+1 < len(h) && h[n+1].Start <= shared+1 {
+		n++ // record n ends at h[n+1].Start-1 <= shared
+	}
+	for _, r := range h[:n] {
+		if err := tx.Delete(storage.BucketEpochs, epochKey(r.Epoch)); err != nil {
+			return h, err
+		}
+	}
+	return append([]EpochRecord(nil), h[n:]...), nil
+}
+
+// HistoryFloor is the first index that history h describes (1 for an
+// untrimmed history or an empty one): below it, TrimEpochs dropped only
+// records of entries both nodes share.
+func HistoryFloor(h []EpochRecord) uint64 {
+	if len(h) == 0 || h[0].Start < 1 {
+		return 1
+	}
+	return h[0].Start
+}

@@ -27,10 +27,12 @@ const (
 	KindHandoverAck                    // Control: Handover (Refused set or not), replica -> primary
 )
 
-// KindLeaving (Control, no payload, Message.Term = the term of the epoch
-// the replica follows), replica -> primary: the replica stops on purpose
-// and no longer serves clients; the primary of that epoch may lead alone
-// at once instead of waiting out its silence and read lease.
+// KindLeaving (Control, Message.Term = the term of the epoch the replica
+// follows, payload: the replica's run, 8 bytes big-endian; empty from a
+// sender without runs), replica -> primary: the replica stops on purpose
+// and no longer serves clients; the primary may lead alone at once instead
+// of waiting out its silence and read lease, and the run's heartbeats
+// still in flight are stale.
 const KindLeaving uint16 = 48
 
 // Flags of KindCatchup and KindSnapChunk messages.
@@ -92,18 +94,21 @@ func DecodeEpochs(b []byte) ([]EpochRecord, error) {
 // index applied) holds entries from a solo epoch of node self that the
 // leader's history does not know: writes acknowledged while split, which
 // must never be truncated. A solo epoch that holds no entry (the next
-// epoch starts where it starts) does not count.
+// epoch starts where it starts) does not count, nor one whose entries all
+// lie below the floor of the leader's trimmed history (entries both nodes
+// share; see TrimEpochs).
 func SoloSuffix(own, leader []EpochRecord, self, applied uint64) bool {
 	known := make(map[Epoch]bool, len(leader))
 	for _, r := range leader {
 		known[r.Epoch] = true
 	}
+	floor := HistoryFloor(leader)
 	for i, r := range own {
 		end := applied
 		if i+1 < len(own) && own[i+1].Start-1 < end {
 			end = own[i+1].Start - 1
 		}
-		if r.Solo && r.Epoch.Node == self && r.Start <= end && !known[r.Epoch] {
+		if r.Solo && r.Epoch.Node == self && r.Start <= end && end >= floor && !known[r.Epoch] {
 			return true
 		}
 	}
@@ -124,8 +129,10 @@ func SoloFrom(h []EpochRecord, self uint64) uint64 {
 // histories) assign every index to the same epoch, capped at applied: the
 // end of the common prefix of the two logs. It errs early rather than
 // late: a node's history may place entries it shares with the other in a
-// later epoch of its own (the entries in flight when it went solo).
+// later epoch of its own (the entries in flight when it went solo). Below
+// the floor of either history (trimmed: see TrimEpochs) the logs agree.
 func Divergence(own, leader []EpochRecord, applied uint64) uint64 {
+	floor := max(HistoryFloor(own), HistoryFloor(leader))
 	var points []uint64
 	for _, r := range own {
 		points = append(points, r.Start)
@@ -135,7 +142,7 @@ func Divergence(own, leader []EpochRecord, applied uint64) uint64 {
 	}
 	first := applied + 1 // the first index where they differ
 	for _, p := range points {
-		if p >= 1 && p < first && EpochAt(own, p) != EpochAt(leader, p) {
+		if p >= floor && p < first && EpochAt(own, p) != EpochAt(leader, p) {
 			first = p
 		}
 	}
@@ -217,6 +224,11 @@ type Heartbeat struct {
 	// node must then not take the lead alone (docs/ARCHITECTURE.md,
 	// "One-way link failures").
 	HeardAgo time.Duration
+	// Run identifies the sender's run (a restart makes a new one; 0: a
+	// sender that predates runs); EchoRun is the run whose send time Echo
+	// carries. SentAt and Echo are only comparable within one run.
+	Run     uint64
+	EchoRun uint64
 }
 
 // maxHeardAgoMs is the largest HeardAgo, in milliseconds, a Duration holds.
@@ -255,7 +267,9 @@ func (h *Heartbeat) Encode() []byte {
 	if h.HeardAgo >= 0 {
 		ago = uint64(h.HeardAgo/time.Millisecond) + 1
 	}
-	return binary.AppendUvarint(b, ago)
+	b = binary.AppendUvarint(b, ago)
+	b = binary.BigEndian.AppendUint64(b, h.Run)
+	return binary.BigEndian.AppendUint64(b, h.EchoRun)
 }
 
 // DecodeHeartbeat decodes Heartbeat.Encode's output.
@@ -291,6 +305,11 @@ func DecodeHeartbeat(b []byte) (Heartbeat, error) {
 			case ago > 0:
 				h.HeardAgo = time.Duration(ago-1) * time.Millisecond
 			}
+		}
+		// An older sender does not report runs: 0.
+		if d.err == nil && len(d.b) > 0 {
+			h.Run = d.u64()
+			h.EchoRun = d.u64()
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {

@@ -491,6 +491,7 @@ func TestPairReplicaLeaving(t *testing.T) {
 		t.Fatalf("a leaving message of an old epoch made the primary %s", a.srv.Role())
 	}
 
+	waitLease(t, b) // synchronous again if a loaded machine made it solo
 	b.stop()
 	waitRole(t, a, repl.RoleSolo)
 	if !logs.contains(`why="the replica is stopping"`) {

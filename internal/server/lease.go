@@ -60,6 +60,13 @@ func (s *Server) LeaseRenew(ctx context.Context, id int64) (int64, error) {
 		// Only the leader times leases: renew there.
 		return s.forwardKeepAlive(ctx, id)
 	}
+	if s.repl != nil && s.Role() == repl.RolePrimary && !s.HasLeader() {
+		// Its role lease expired: the replica may be taking over, and
+		// would time this lease from its promotion on, unaware of the
+		// renewal. Refuse as etcd does without a leader; the client
+		// retries and reaches whoever leads.
+		return 0, rpctypes.ErrGRPCNoLeader
+	}
 	return s.lessor.Renew(id)
 }
 

@@ -84,9 +84,14 @@ type replState struct {
 	lastEpoch repl.Epoch
 	lastSolo  bool
 	ackIdx    uint64
-	inflight  []*pending
-	fwdq      []*proposal // forwarded writes waiting for the next batch
-	dedup     *dedup
+	mark      syncMark
+	// behind: since when (detector time, 0: not) this replica has stood
+	// still at index behindAt while its leader reported more applied.
+	behind   int64
+	behindAt uint64
+	inflight []*pending
+	fwdq     []*proposal // forwarded writes waiting for the next batch
+	dedup    *dedup
 
 	// Catch-up and snapshot requests (docs/ARCHITECTURE.md, "Catch-up").
 	// Each request carries an ID and each answer names the request it
@@ -163,9 +168,20 @@ type replState struct {
 	kaWait  map[uint64]chan repl.Reply
 }
 
-// syncWindow is how far behind (in entries) the replica may be when the
-// leader starts a synchronous epoch.
-const syncWindow = 1024
+// syncMark is what a solo leader notes to judge whether its replica has
+// caught up (see caughtUp). It belongs to one solo epoch.
+type syncMark struct {
+	epoch   repl.Epoch // the solo epoch it belongs to (another: start afresh)
+	samples []idxAt    // the leader's applied index at recent judgements, oldest first
+	acked   uint64     // the replica's newest ack in this epoch
+	since   int64      // detector time since which every judgement found it caught up (0: the last did not)
+}
+
+// idxAt is an index at a detector time.
+type idxAt struct {
+	at  int64
+	idx uint64
+}
 
 // pending is a locally committed leader batch waiting for the replica.
 type pending struct {
@@ -203,6 +219,14 @@ func newReplState(cfg ReplConfig) *replState {
 	// A random start keeps a restarted node from reusing the IDs of its
 	// previous run, whose answers may still arrive.
 	r.reqSeq = rand.Uint64() >> 1
+	// Request IDs must differ from every earlier run's: the primary's
+	// dedup ring still holds them (it would drop this run's writes as
+	// duplicates), and an entry of an earlier run met in a catch-up
+	// would answer a new caller waiting on the same ID. Each run counts
+	// from a random start below 2^63: two runs' ranges overlap only with
+	// probability about (IDs used) / 2^63, and a run never wraps to 0
+	// (0 means "no request" in an entry).
+	r.nextReq.Store(rand.Uint64() >> 1)
 	return r
 }
 
@@ -291,6 +315,18 @@ func (s *Server) loadEpochs() error {
 	})
 }
 
+// sharedIdx is an index up to which both nodes' logs are known to hold the
+// same entries (repl.TrimEpochs): what a replica acknowledged to this node
+// as primary, or, as a replica that its leader confirmed, what it applied.
+func (s *Server) sharedIdx() uint64 {
+	r := s.repl
+	shared := r.ackIdx
+	if s.Role() == repl.RoleReplica && r.verified && s.appliedIdx > shared {
+		shared = s.appliedIdx
+	}
+	return shared
+}
+
 // newEpoch starts and persists an epoch led by this node, from the next
 // index on.
 func (s *Server) newEpoch(solo bool) error { return s.newEpochAt(solo, s.appliedIdx+1) }
@@ -305,8 +341,14 @@ func (s *Server) newEpochAt(solo bool, start uint64) error {
 		term = r.peer.MaxTerm + 1
 	}
 	rec := repl.EpochRecord{Epoch: repl.Epoch{Term: term, Node: s.memberID}, Start: start, Solo: solo}
+	var epochs []repl.EpochRecord
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		if err := repl.PutEpoch(tx, rec); err != nil {
+			return err
+		}
+		// Every role change adds a record: keep the history bounded.
+		var err error
+		if epochs, err = repl.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], rec), s.sharedIdx()); err != nil {
 			return err
 		}
 		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(term))
@@ -314,7 +356,7 @@ func (s *Server) newEpochAt(solo bool, start uint64) error {
 	if err != nil {
 		return err
 	}
-	r.epochs = append(r.epochs, rec)
+	r.epochs = epochs
 	r.maxTerm = term
 	r.ledLast = true
 	s.mu.Lock()
@@ -390,6 +432,7 @@ func (s *Server) sendHeartbeat() {
 		start = repl.Last(r.epochs).Start
 	}
 	var sentAt, echo int64
+	var echoRun uint64
 	// The leader withholds its echo (the replica's read lease) while the
 	// replica is not synchronous: in solo, once acks are overdue, and in a
 	// synchronous epoch until the replica has acknowledged everything
@@ -400,6 +443,7 @@ func (s *Server) sendHeartbeat() {
 		role == repl.RolePrimary && !s.ackOverdue(now) && r.ackIdx+1 >= start
 	if grant {
 		sentAt, echo = r.det.Outgoing(now)
+		echoRun = r.det.PeerRun()
 	} else {
 		sentAt = now
 	}
@@ -416,6 +460,7 @@ func (s *Server) sendHeartbeat() {
 		Role: role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
 		Rev: s.store.ReadableRev(), SentAt: sentAt, Echo: echo, LedLast: r.ledLast, MaxTerm: r.maxTerm,
 		CatchingUp: role == repl.RoleReplica && !r.verified, HeardAgo: r.det.Silence(now),
+		Run: r.det.Run, EchoRun: echoRun,
 	}
 	if err := r.tr.Send(&transport.Message{Class: transport.Heartbeat, Kind: repl.KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Payload: hb.Encode()}); err != nil {
 		s.log.Debug("heartbeat not sent", "err", err)
@@ -523,9 +568,14 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 		}
 		waited := now-r.started > 2*int64(r.cfg.Lease)
 		switch {
-		case fresh && r.peer.Role == repl.RoleSolo && r.ledLast && !s.yieldsTo(&r.peer) && r.holdOff == "":
+		case fresh && r.peer.Role == repl.RoleSolo && r.ledLast && s.wroteAlone() && !s.yieldsTo(&r.peer) && r.holdOff == "":
 			// Restarted after a split in which this node should win:
-			// lead again, and the peer yields when it hears it.
+			// lead again, and the peer yields when it hears it. Only
+			// after a real split, one in which this node acknowledged
+			// writes alone: one that led a synchronous epoch and
+			// crashed was replaced by its replica, whose solo writes
+			// would otherwise go to conflict records after a single
+			// fault if both sides then wrote (the next case follows).
 			s.lead(ctx, "restarted after a split brain that this node wins")
 		case fresh && r.peer.Role.Leads():
 			s.follow()
@@ -534,7 +584,10 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			// Only once it has heard this node lately: a replica still
 			// counting the silence of this node's previous run may be
 			// promoting right now (both would lead in the same term).
-			if s.peerHearsNow(now) {
+			// And only once it has heard this run: until then it may
+			// still hold a read lease from this node's previous run,
+			// which ended without expiring it.
+			if s.peerHearsNow(now) && r.det.PeerKnowsRun(&r.peer) {
 				s.lead(ctx, "restarted before the replica took over")
 			}
 		case fresh && r.peer.Role == repl.RoleWaiting:
@@ -556,6 +609,7 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			r.following = r.peer.Epoch
 			r.leader.Store(r.following.Node)
 		}
+		s.fetchIfStalled(now, fresh)
 		if r.det.PeerDead(now) && r.det.PeerLeaseExpired(now) {
 			if r.holdOff != "" {
 				// The primary stopped hearing this node before it fell
@@ -597,11 +651,8 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			return
 		}
 		r.bothLeadSince = 0
-		// The synchronous epoch can start while the replica is a little
-		// behind: its acks are cumulative, so entries from the epoch's
-		// start on wait for it to get there. Far behind, writes would
-		// stall, so it catches up first.
-		if fresh && r.peer.Role == repl.RoleReplica && !r.peer.CatchingUp && r.peer.Epoch.Node == s.memberID && r.peer.Applied+syncWindow >= s.appliedIdx {
+		following := fresh && r.peer.Role == repl.RoleReplica && !r.peer.CatchingUp && r.peer.Epoch.Node == s.memberID
+		if s.caughtUp(now, following) {
 			if err := s.newEpoch(false); err != nil {
 				s.fail(err)
 				return
@@ -610,6 +661,66 @@ func (s *Server) evaluate(ctx context.Context, now int64) {
 			s.setRole(repl.RolePrimary, "replica caught up")
 		}
 	}
+}
+
+// fetchIfStalled asks for catch-up when this replica has stood still for a
+// quarter lease while its leader reports more entries applied. A gap is
+// otherwise found only when the next live entry arrives: the entries sent
+// while the link was down would wait for the next write, and on an idle
+// pair the leader would never count the replica as caught up.
+func (s *Server) fetchIfStalled(now int64, fresh bool) {
+	r := s.repl
+	if !fresh || !r.peer.Role.Leads() || r.peer.Applied <= s.appliedIdx || r.catchupReq != 0 || r.snapReq != 0 {
+		r.behind = 0
+		return
+	}
+	if r.behind == 0 || r.behindAt != s.appliedIdx {
+		r.behind, r.behindAt = now, s.appliedIdx
+		return
+	}
+	if now-r.behind > int64(r.cfg.Lease/4) {
+		r.behind = 0
+		s.askCatchup()
+	}
+}
+
+// caughtUp judges, in solo, whether the replica (following this node, per
+// its newest heartbeat) has caught up, and has stayed so for a lease. At
+// each judgement it is caught up when its heartbeats or acks show that it
+// holds every entry this node had applied a quarter lease ago (everything,
+// on an idle pair). Acks are cumulative, so a synchronous epoch can start
+// while the replica is that little behind; the epoch's entries wait for it.
+// A replica further behind, too slow for the load, stays outside, and the
+// lease of judgements keeps out one that only looked caught up in a quiet
+// moment: going synchronous with it would stall writes until its acks were
+// overdue and this node went solo again, every --ack-timeout.
+func (s *Server) caughtUp(now int64, following bool) bool {
+	r := s.repl
+	m := &r.mark
+	if epoch := s.currentEpoch(); m.epoch != epoch {
+		*m = syncMark{epoch: epoch}
+	}
+	// The target: the applied index of the newest sample at least a
+	// quarter lease old (drop the older ones), or, without one, all.
+	target := s.appliedIdx
+	lag := now - int64(r.cfg.Lease/4)
+	for len(m.samples) > 0 && m.samples[0].at <= lag {
+		if len(m.samples) > 1 && m.samples[1].at <= lag {
+			m.samples = m.samples[1:]
+			continue
+		}
+		target = m.samples[0].idx
+		break
+	}
+	m.samples = append(m.samples, idxAt{at: now, idx: s.appliedIdx})
+	ok := following && max(r.peer.Applied, m.acked) >= target
+	switch {
+	case !ok:
+		m.since = 0
+	case m.since == 0:
+		m.since = now
+	}
+	return ok && now-m.since >= int64(r.cfg.Lease)
 }
 
 // goSolo makes the synchronous primary lead alone: the entries not yet
@@ -642,7 +753,8 @@ func (s *Server) leave() {
 	}
 	r.leaseUntil.Store(0)
 	s.setRole(repl.RoleWaiting, "stopping")
-	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: r.following.Term}); err != nil {
+	run := binary.BigEndian.AppendUint64(nil, r.det.Run)
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: r.following.Term, Payload: run}); err != nil {
 		s.log.Debug("leaving message not sent", "err", err)
 	}
 }
@@ -667,6 +779,13 @@ func (s *Server) countFalseFailover(now int64) {
 	if !r.det.InFreezeGrace(now - int64(r.cfg.Lease)) {
 		s.m.FalseFailovers.Inc()
 	}
+}
+
+// wroteAlone reports whether this node acknowledged writes alone in its
+// trailing run of solo epochs.
+func (s *Server) wroteAlone() bool {
+	from := repl.SoloFrom(s.repl.epochs, s.memberID)
+	return from != 0 && s.appliedIdx >= from
 }
 
 // yieldsTo applies repl.YieldAfterSplit between this node and a leading
@@ -837,9 +956,13 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		now := r.det.Now()
-		if r.peerSeen && hb.SentAt < r.peer.SentAt && r.peer.SentAt-hb.SentAt < int64(r.cfg.Lease) {
-			// Overtaken by a newer one (heartbeats travel best effort). A
-			// much older SentAt is a restarted peer's new clock.
+		if r.det.Ended(hb.Run) {
+			return // sent by a run of the peer that has ended
+		}
+		if r.peerSeen && hb.Run == r.peer.Run && hb.SentAt < r.peer.SentAt && (hb.Run != 0 || r.peer.SentAt-hb.SentAt < int64(r.cfg.Lease)) {
+			// Overtaken by a newer one of the same run (heartbeats travel
+			// best effort). Without runs (an older peer), a much older
+			// SentAt is a restarted peer's new clock.
 			return
 		}
 		r.peerID.Store(m.From)
@@ -855,6 +978,9 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		r.leaseUntil.Store(r.det.LeaseUntil())
 		s.evaluate(ctx, now)
 	case repl.KindAck:
+		if s.Role() == repl.RoleSolo && m.Index > r.mark.acked && r.mark.epoch == s.currentEpoch() {
+			r.mark.acked = m.Index // progress of a replica catching up (caughtUp)
+		}
 		if s.Role() == repl.RolePrimary && m.Index > r.ackIdx {
 			if failpoint.Hit(failpoint.BeforeRelease) != nil {
 				return // an injected error loses the ack; a later one covers it
@@ -936,10 +1062,24 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			s.onMergeReq(rev)
 		}
 	case repl.KindLeaving:
-		// Only from a replica of this very epoch: a late message of an
-		// earlier run of the peer must not end a later synchronous epoch
-		// (the peer may hold a read lease in it).
-		if s.Role() == repl.RolePrimary && m.Term == s.currentEpoch().Term {
+		// Only from the peer's current run: a late message of an earlier
+		// run must not end a later synchronous epoch (the later run may
+		// hold a read lease in it). The run, not the term, names it: the
+		// replica learns a new epoch's term from heartbeats, a tick after
+		// the epoch starts, and a message naming the older term is as
+		// good. A sender without runs names the epoch's term.
+		current := len(m.Payload) == 8 && binary.BigEndian.Uint64(m.Payload) == r.det.PeerRun()
+		if len(m.Payload) == 0 {
+			current = m.Term == s.currentEpoch().Term
+		}
+		if !current {
+			return
+		}
+		// The run's heartbeats still in flight are stale: the peer is
+		// gone until a new run is heard.
+		r.det.PeerLeft()
+		r.peerSeen = false
+		if s.Role() == repl.RolePrimary {
 			s.goSolo("the replica is stopping")
 		}
 	case repl.KindHandover:
@@ -980,7 +1120,8 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 	switch f.Op {
 	case repl.ForwardKeepAlive:
 		rp := repl.Reply{ReqID: f.ReqID}
-		if !s.Role().Leads() {
+		// A primary without its role lease answers as LeaseRenew does.
+		if !s.Role().Leads() || s.Role() == repl.RolePrimary && !s.HasLeader() {
 			rp.Err = repl.ReplyNotPrimary
 		} else if len(f.Data) == 8 {
 			ttl, err := s.lessor.Renew(int64(binary.BigEndian.Uint64(f.Data)))
@@ -1063,6 +1204,8 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	merged := false
 	var newEpochs []repl.EpochRecord
 	_, before, _ := s.store.Revs()
+	shared := s.sharedIdx() // before this batch: applied from the leader
+	var trimmed []repl.EpochRecord
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for i := range es {
 			e := &es[i]
@@ -1109,6 +1252,12 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 				return err
 			}
 		}
+		if len(newEpochs) > 0 {
+			var err error
+			if trimmed, err = repl.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], newEpochs...), shared); err != nil {
+				return err
+			}
+		}
 		last := es[len(es)-1].Index
 		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(last)); err != nil {
 			return err
@@ -1118,7 +1267,9 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	if err != nil {
 		return err
 	}
-	r.epochs = append(r.epochs, newEpochs...)
+	if len(newEpochs) > 0 {
+		r.epochs = trimmed
+	}
 	r.lastEpoch, r.lastSolo = es[len(es)-1].Epoch, es[len(es)-1].Solo
 	s.mu.Lock()
 	s.appliedIdx = es[len(es)-1].Index

@@ -1,0 +1,80 @@
+package repl
+
+import (
+	"testing"
+	"time"
+)
+
+// TestDetectorPeerRuns: send times are comparable only within one run of
+// a node. When the peer restarts, this node echoes the new run's clock
+// (not the newest time of the old run), and the lease it held from the
+// old run ends; an echo of another run of this node grants nothing.
+func TestDetectorPeerRuns(t *testing.T) {
+	const L = int64(time.Second)
+	const self, oldRun, newRun = 0x5e1f, 0x01d, 0x2e3
+	// own: an echo of this node's send time t0 in this run; stale: the
+	// same time echoed for another run of this node.
+	type hb struct {
+		run, echoRun uint64
+		sentAt       int64
+		echoes       bool
+	}
+	for _, tc := range []struct {
+		name        string
+		heard       []hb
+		wantEcho    int64
+		wantEchoRun uint64
+		wantLease   bool
+	}{
+		{"one run", []hb{{oldRun, 0, 5 * L, false}, {oldRun, 0, 6 * L, false}}, 6 * L, oldRun, false},
+		{"a late heartbeat of the same run", []hb{{oldRun, 0, 6 * L, false}, {oldRun, 0, 5 * L, false}}, 6 * L, oldRun, false},
+		{"the peer restarted: its new clock is echoed", []hb{{oldRun, 0, 9 * L, false}, {newRun, 0, L, false}}, L, newRun, false},
+		{"the new run's clock goes on", []hb{{oldRun, 0, 9 * L, false}, {newRun, 0, L, false}, {newRun, 0, 2 * L, false}}, 2 * L, newRun, false},
+		{"an echo of this run grants a lease", []hb{{oldRun, self, 5 * L, true}}, 5 * L, oldRun, true},
+		{"an echo of another run of this node grants none", []hb{{oldRun, self + 1, 5 * L, true}}, 5 * L, oldRun, false},
+		{"the peer's restart ends the lease of its old run", []hb{{oldRun, self, 5 * L, true}, {newRun, 0, L, false}}, L, newRun, false},
+		{"the new run grants again", []hb{{oldRun, self, 5 * L, true}, {newRun, self, L, true}}, L, newRun, true},
+		{"a sender without runs is trusted as before", []hb{{0, 0, 5 * L, true}}, 5 * L, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDetector(time.Second, 0)
+			d.Run = self
+			t0 := d.Now()
+			own, _ := d.Outgoing(t0)
+			now := t0
+			for _, h := range tc.heard {
+				now++
+				m := Heartbeat{Run: h.run, EchoRun: h.echoRun, SentAt: h.sentAt}
+				if h.echoes {
+					m.Echo = own
+				}
+				d.Heard(&m, now)
+			}
+			if _, echo := d.Outgoing(now); echo != tc.wantEcho || d.PeerRun() != tc.wantEchoRun {
+				t.Errorf("echo %d of run %x, want %d of run %x", echo, d.PeerRun(), tc.wantEcho, tc.wantEchoRun)
+			}
+			if got := d.HoldsLease(now); got != tc.wantLease {
+				t.Errorf("HoldsLease = %v, want %v", got, tc.wantLease)
+			}
+		})
+	}
+}
+
+// TestDetectorRestartKeepsGrant: what this node granted the peer stands
+// when the peer's run changes, so a late heartbeat of an earlier run can
+// never shorten the lease of the current one.
+func TestDetectorRestartKeepsGrant(t *testing.T) {
+	const L = int64(time.Second)
+	d := NewDetector(time.Second, 0)
+	t0 := d.Now()
+	d.Heard(&Heartbeat{Run: 2, SentAt: L}, t0)
+	d.Outgoing(t0 + 1)                               // grants run 2 a lease until about t0+1+L
+	d.Heard(&Heartbeat{Run: 1, SentAt: 9 * L}, t0+2) // late, from run 1
+	d.Heard(&Heartbeat{Run: 2, SentAt: L + 1}, t0+3)
+	if d.PeerLeaseExpired(t0 + 1 + L) {
+		t.Fatal("a late heartbeat of the peer's earlier run ended the lease granted to its current run")
+	}
+	if !d.PeerLeaseExpired(t0 + 1 + L + 1) {
+		t.Fatal("the granted lease outlived its bound")
+	}
+}
