@@ -293,7 +293,7 @@ func runServe(parent context.Context, f *serveFlags) error {
 		metricsLns = append(metricsLns, l)
 	}
 
-	grpcSrv, healthSrv := api.New(node, api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps, TLS: tlsCfg})
+	grpcSrv, healthSrv := api.New(node, api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps, TLS: tlsCfg, Registry: reg})
 	httpSrv := &http.Server{Handler: opsHandler(node, reg), ReadHeaderTimeout: 10 * time.Second}
 
 	nodeCtx, stopNode := context.WithCancel(context.Background())

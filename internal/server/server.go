@@ -153,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Repl != nil {
 		s.repl = newReplState(*cfg.Repl)
+		s.repl.tr = newMeteredTransport(s.repl.tr, s.m, &s.repl.peerID)
 	}
 	be, err := storage.Open(DBPath(cfg.DataDir), storage.Options{
 		NoSync: cfg.UnsafeNoFsync,
