@@ -28,6 +28,10 @@ type meteredTransport struct {
 	transport.Transport
 	m    *Metrics
 	peer *atomic.Uint64 // the replication state's peerID (written by the apply loop)
+	// seen is the last peer ID whose To series were created (only touched
+	// by the receive handler, which the transport calls from one goroutine
+	// at a time; atomic so that it needs no such promise).
+	seen atomic.Uint64
 }
 
 func newMeteredTransport(tr transport.Transport, m *Metrics, peer *atomic.Uint64) *meteredTransport {
@@ -45,7 +49,15 @@ func peerLabel(id uint64) string {
 // owner sees it.
 func (t *meteredTransport) Start(h transport.Handler) error {
 	return t.Transport.Start(func(msg *transport.Message) {
-		t.m.PeerReceivedBytes.WithLabelValues(peerLabel(msg.From)).Add(float64(envelopeBytes + len(msg.Payload)))
+		from := peerLabel(msg.From)
+		if t.seen.Swap(msg.From) != msg.From {
+			// The To series of a newly heard peer start at zero, so
+			// that rate() sees their first increase (a counter born at
+			// 1 shows none) and dashboards find them before any failure.
+			t.m.PeerSentFailures.WithLabelValues(from)
+			t.m.PeerSentBytes.WithLabelValues(from)
+		}
+		t.m.PeerReceivedBytes.WithLabelValues(from).Add(float64(envelopeBytes + len(msg.Payload)))
 		h(msg)
 	})
 }

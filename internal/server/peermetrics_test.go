@@ -22,6 +22,13 @@ func TestPairPeerSeries(t *testing.T) {
 	waitRole(t, a, repl.RolePrimary)
 	waitRole(t, b, repl.RoleReplica)
 
+	// Once the peer is heard its failure series exists, at zero.
+	if n := promtest.CollectAndCount(a.cfg.Metrics.PeerSentFailures); n != 1 {
+		t.Errorf("primary has %d sent_failures series, want one (To=b, at zero)", n)
+	}
+	if v := promtest.ToFloat64(a.cfg.Metrics.PeerSentFailures.WithLabelValues("b")); v != 0 {
+		t.Errorf("sent_failures{To=b} = %v on a healthy link", v)
+	}
 	sentBefore := promtest.ToFloat64(a.cfg.Metrics.PeerSentBytes.WithLabelValues("b"))
 	recvBefore := promtest.ToFloat64(b.cfg.Metrics.PeerReceivedBytes.WithLabelValues("a"))
 	put(t, a.cli, "k", "a value of some length")
