@@ -234,6 +234,8 @@ func runServe(parent context.Context, f *serveFlags) error {
 	}
 	if plan != nil {
 		cfg.ClusterID, cfg.MemberID = plan.clusterID, plan.memberID
+		cfg.PeerURLs = []string{plan.self.url}
+		cfg.Peer = &server.Member{ID: plan.peerID, Name: plan.peer.name, PeerURLs: []string{plan.peer.url}}
 		whc := int64(2 * f.maxRequestBytes)
 		if whc < dds.DefaultWhcHigh {
 			whc = dds.DefaultWhcHigh

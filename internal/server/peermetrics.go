@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/transport"
 )
 
@@ -21,6 +22,9 @@ const envelopeBytes = 1 + 2 + 4 + 5*8
 // etcd_network_peer_sent_failures_total{To}), so that etcd's dashboards and
 // alerts read dyad's link to its peer as etcd's link to a member.
 //
+// It also takes the peer's member records (repl.KindMember) off the
+// delivery path, since they are not replication.
+//
 // The peer is named by its member ID in hex, as etcd names members. Until
 // the first message from the peer arrives, its ID is not known and sends
 // are counted under To="unknown" (a node that has never heard its peer).
@@ -32,10 +36,12 @@ type meteredTransport struct {
 	// by the receive handler, which the transport calls from one goroutine
 	// at a time; atomic so that it needs no such promise).
 	seen atomic.Uint64
+	// onMember takes the peer's member records (repl.KindMember).
+	onMember func(*transport.Message)
 }
 
-func newMeteredTransport(tr transport.Transport, m *Metrics, peer *atomic.Uint64) *meteredTransport {
-	return &meteredTransport{Transport: tr, m: m, peer: peer}
+func newMeteredTransport(tr transport.Transport, m *Metrics, peer *atomic.Uint64, onMember func(*transport.Message)) *meteredTransport {
+	return &meteredTransport{Transport: tr, m: m, peer: peer, onMember: onMember}
 }
 
 func peerLabel(id uint64) string {
@@ -58,6 +64,11 @@ func (t *meteredTransport) Start(h transport.Handler) error {
 			t.m.PeerSentBytes.WithLabelValues(from)
 		}
 		t.m.PeerReceivedBytes.WithLabelValues(from).Add(float64(envelopeBytes + len(msg.Payload)))
+		if msg.Kind == repl.KindMember {
+			// Beside the protocol: never queued for the apply loop.
+			t.onMember(msg)
+			return
+		}
 		h(msg)
 	})
 }

@@ -59,6 +59,9 @@ type Config struct {
 	MemberID  uint64
 	// Repl, when set, makes the node one of a two-zone pair.
 	Repl *ReplConfig
+	// Peer is the other member of a pair as configured (ID, name, peer
+	// URLs); MemberList shows it until the peer announces itself.
+	Peer *Member
 
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -101,7 +104,9 @@ type Server struct {
 
 	clusterID uint64
 	memberID  uint64
-	term      atomic.Uint64 // current epoch term; persisted before first use
+	// peerMembers: the peer's member record, for MemberList (own lock).
+	peerMembers peerMembers
+	term        atomic.Uint64 // current epoch term; persisted before first use
 
 	proposals chan *proposal
 	compactc  chan compactJob
@@ -153,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Repl != nil {
 		s.repl = newReplState(*cfg.Repl)
-		s.repl.tr = newMeteredTransport(s.repl.tr, s.m, &s.repl.peerID)
+		s.repl.tr = newMeteredTransport(s.repl.tr, s.m, &s.repl.peerID, s.onPeerMember)
 	}
 	be, err := storage.Open(DBPath(cfg.DataDir), storage.Options{
 		NoSync: cfg.UnsafeNoFsync,
@@ -352,6 +357,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		run(s.catchupServer)
 		run(s.logTrimmer)
+		run(s.announceLoop)
 		if r.cfg.Fence != nil {
 			run(s.fencer)
 		}
