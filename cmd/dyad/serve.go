@@ -70,7 +70,7 @@ units and manifests carry over.`,
 	fl.StringVar(&f.dataDir, "data-dir", "", "Path to the data directory (default \"${name}.dyad\"). The data file is member/snap/db, in etcd's format.")
 	fl.StringVar(&f.listenClientURLs, "listen-client-urls", "http://127.0.0.1:2379", "Comma-separated URLs to serve the etcd v3 gRPC API on. https:// URLs need --cert-file/--key-file.")
 	fl.StringVar(&f.advertiseClientURLs, "advertise-client-urls", "", "Comma-separated client URLs to advertise in MemberList (default: the listen URLs).")
-	fl.StringVar(&f.listenMetricsURLs, "listen-metrics-urls", "", "Comma-separated http URLs serving /metrics (Prometheus), /health, /livez and /readyz. Empty: not served.")
+	fl.StringVar(&f.listenMetricsURLs, "listen-metrics-urls", "", "Comma-separated URLs serving /metrics (Prometheus), /health, /livez and /readyz. https:// URLs use the client TLS flags (certificate, and client certificates when --trusted-ca-file is set), as etcd does. Empty: not served.")
 	fl.IntVar(&f.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Largest client request accepted, in bytes; larger ones get \"etcdserver: request is too large\".")
 	fl.IntVar(&f.maxTxnOps, "max-txn-ops", 128, "Most operations allowed in one txn (per compare, success and failure list).")
 	fl.Int64Var(&f.quotaBackendBytes, "quota-backend-bytes", 0, "Size of the data file that raises the NOSPACE alarm (0: 2 GiB, etcd's default).")
@@ -292,7 +292,13 @@ func runServe(parent context.Context, f *serveFlags) error {
 			closeAll()
 			return fmt.Errorf("listen on %s: %w", u, err)
 		}
-		metricsLns = append(metricsLns, l)
+		ml, err := metricsListener(u, l, tlsCfg)
+		if err != nil {
+			l.Close()
+			closeAll()
+			return err
+		}
+		metricsLns = append(metricsLns, ml)
 	}
 
 	grpcSrv, healthSrv := api.New(node, api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps, TLS: tlsCfg, Registry: reg})
