@@ -72,6 +72,7 @@ func New(s *server.Server, opts Options) (*grpc.Server, *health.Server) {
 	pb.RegisterMaintenanceServer(g, &maintenanceServer{s: s})
 	pb.RegisterClusterServer(g, &clusterServer{s: s})
 	pb.RegisterAuthServer(g, &authServer{s: s})
+	g.RegisterService(pairServiceDesc(), s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)

@@ -93,4 +93,9 @@ func (t *meteredTransport) Send(msg *transport.Message) error {
 func (s *Server) observeAckRoundTrip(d time.Duration) {
 	s.m.LagSeconds.Observe(d.Seconds())
 	s.m.PeerRoundTrip.WithLabelValues(peerLabel(s.repl.peerID.Load())).Observe(d.Seconds())
+	// For dyad status: the newest round trip and when (detector clock).
+	// Two stores, read without a lock: a reader may pair a round trip
+	// with the time of the next one, which is harmless for a display.
+	s.rtt.Store(int64(d))
+	s.rttAt.Store(s.repl.det.Now())
 }

@@ -106,7 +106,10 @@ type Server struct {
 	memberID  uint64
 	// peerMembers: the peer's member record, for MemberList (own lock).
 	peerMembers peerMembers
-	term        atomic.Uint64 // current epoch term; persisted before first use
+	// rtt and rttAt: the newest replication round trip (ns) and when it
+	// was timed (detector clock; 0: none yet), for PairStatus.
+	rtt, rttAt atomic.Int64
+	term       atomic.Uint64 // current epoch term; persisted before first use
 
 	proposals chan *proposal
 	compactc  chan compactJob

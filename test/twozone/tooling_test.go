@@ -129,3 +129,76 @@ func TestEtcdctlReachesBothZones(t *testing.T) {
 		t.Errorf("endpoint status --cluster: %d endpoints are the leader, want 1: %+v", leaders, status)
 	}
 }
+
+// TestDyadStatusShowsSync: dyad status over both nodes of a formed pair
+// shows both synchronous, the primary with a timed round trip after a
+// write; after the replica is killed the primary shows solo.
+func TestDyadStatusShowsSync(t *testing.T) {
+	z := newZones(t)
+	z.start(0)
+	z.start(1)
+	leader := int(z.WaitPair(30 * time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := z.client(leader).Put(ctx, "status", "v"); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Endpoint, Role, Unreachable string
+		Sync                        *bool
+		PeerRoundTripSeconds        float64
+	}
+	status := func() map[string]row {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, z.bin, "status", "--endpoints", z.endpoint(0)+","+z.endpoint(1), "-w", "json").Output()
+		var rows []row
+		if jerr := json.Unmarshal(out, &rows); jerr != nil {
+			t.Fatalf("dyad status -w json: %v (exit %v)\n%s", jerr, err, out)
+		}
+		m := map[string]row{}
+		for _, r := range rows {
+			m[r.Endpoint] = r
+		}
+		return m
+	}
+	// Liveness is published every tick: wait for both nodes to report
+	// sync.
+	deadline := time.Now().Add(20 * time.Second)
+	var rows map[string]row
+	for {
+		rows = status()
+		p, r := rows[z.endpoint(leader)], rows[z.endpoint(1-leader)]
+		if p.Sync != nil && *p.Sync && r.Sync != nil && *r.Sync || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p, r := rows[z.endpoint(leader)], rows[z.endpoint(1-leader)]
+	if p.Role != "primary" || p.Sync == nil || !*p.Sync || p.PeerRoundTripSeconds <= 0 {
+		t.Errorf("primary's row %+v: want primary, sync, a round trip timed", p)
+	}
+	if r.Role != "replica" || r.Sync == nil || !*r.Sync {
+		t.Errorf("replica's row %+v: want replica, sync", r)
+	}
+
+	if out, err := exec.CommandContext(ctx, z.bin, "status", "--endpoints", z.endpoint(0)+","+z.endpoint(1)).Output(); err == nil {
+		t.Logf("dyad status:\n%s", out)
+	}
+
+	z.kill(1 - leader)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		rows = status()
+		p = rows[z.endpoint(leader)]
+		if p.Role == "solo" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p.Role != "solo" || p.Sync == nil || *p.Sync {
+		t.Errorf("primary's row after the replica was killed %+v: want solo, not sync", p)
+	}
+	if u := rows[z.endpoint(1-leader)].Unreachable; u == "" {
+		t.Errorf("killed replica's row %+v: want unreachable", rows[z.endpoint(1-leader)])
+	}
+}
