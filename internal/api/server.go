@@ -33,6 +33,9 @@ type Options struct {
 	// grpc_server_handling_seconds, grpc_server_msg_{received,sent}_total),
 	// the ones etcd exports and its alerts and dashboards read.
 	Registry prometheus.Registerer
+	// Creds, when set, replace TLS as the transport credentials: for
+	// listeners that terminate TLS themselves (internal/clientport).
+	Creds credentials.TransportCredentials
 }
 
 // New builds the gRPC server with every etcd service and the standard gRPC
@@ -62,7 +65,10 @@ func New(s *server.Server, opts Options) (*grpc.Server, *health.Server) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
-	if opts.TLS != nil {
+	switch {
+	case opts.Creds != nil:
+		gopts = append(gopts, grpc.Creds(opts.Creds))
+	case opts.TLS != nil:
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	g := grpc.NewServer(gopts...)
