@@ -121,6 +121,7 @@ func (c *clusterFlags) register(fl *pflag.FlagSet) {
 type member struct {
 	name string
 	host string
+	url  string // as given, for MemberList's peer URLs
 }
 
 // parseInitialCluster reads etcd's "name=url,..." form.
@@ -144,7 +145,7 @@ func parseInitialCluster(s string) ([]member, error) {
 			return nil, fmt.Errorf("member %q listed twice", name)
 		}
 		seen[name] = true
-		out = append(out, member{name: name, host: u.Hostname()})
+		out = append(out, member{name: name, host: u.Hostname(), url: raw})
 	}
 	if len(out) != 1 && len(out) != 2 {
 		return nil, fmt.Errorf("a dyad pair has exactly two members (or one: this node alone), got %d", len(out))
@@ -170,6 +171,7 @@ type pairPlan struct {
 	self, peer member
 	clusterID  uint64
 	memberID   uint64
+	peerID     uint64 // the peer's member ID, derived as memberID is
 	repl       server.ReplConfig
 	iface      string
 	extraXML   string
@@ -229,6 +231,7 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 	sort.Strings(names)
 	p.clusterID = idOf(append([]string{c.initialClusterToken}, names...)...)
 	p.memberID = idOf(fmt.Sprint(p.clusterID), p.self.name)
+	p.peerID = idOf(fmt.Sprint(p.clusterID), p.peer.name)
 	p.repl = server.ReplConfig{
 		Lease:            c.peerLease,
 		AckTimeout:       c.ackTimeout,

@@ -82,7 +82,8 @@ environment variables are then ignored.
 The client port serves the etcd v3 gRPC API and, on the same port and with
 the same TLS, /version, /health, /livez, /readyz and /metrics over HTTP/1.1
 (kubeadm's external-etcd preflight reads /version). --listen-metrics-urls
-serves the same HTTP endpoints on a separate plain port.`,
+serves the same HTTP endpoints on a separate port: plain for http://, and
+for https:// with the client port's TLS and client-certificate rules.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), cmd.Flags(), f) },
 	}
@@ -97,7 +98,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.listenClientURLs, "listen-client-urls", "http://127.0.0.1:2379", "Comma-separated URLs to serve the etcd v3 gRPC API on. https:// URLs need --cert-file/--key-file.")
 	fl.StringVar(&f.advertiseClientURLs, "advertise-client-urls", "", "Comma-separated client URLs to advertise in MemberList (default: the listen URLs).")
 	fl.StringVar(&f.listenHTTPURLs, "listen-client-http-urls", "", "Comma-separated URLs serving only the HTTP endpoints (/version, /health, /livez, /readyz, /metrics), with the client port's TLS and client-certificate rules for https://, as etcd's flag of that name. The client URLs keep serving them too.")
-	fl.StringVar(&f.listenMetricsURLs, "listen-metrics-urls", "", "Comma-separated http URLs serving /metrics (Prometheus), /health, /livez and /readyz. Empty: not served.")
+	fl.StringVar(&f.listenMetricsURLs, "listen-metrics-urls", "", "Comma-separated URLs serving /metrics (Prometheus), /health, /livez and /readyz. https:// URLs use the client TLS flags (certificate, and client certificates when --trusted-ca-file is set), as etcd does. Empty: not served.")
 	fl.IntVar(&f.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Largest client request accepted, in bytes; larger ones get \"etcdserver: request is too large\".")
 	fl.IntVar(&f.maxTxnOps, "max-txn-ops", 128, "Most operations allowed in one txn (per compare, success and failure list).")
 	fl.Int64Var(&f.quotaBackendBytes, "quota-backend-bytes", 0, "Size of the data file that raises the NOSPACE alarm (0: 2 GiB, etcd's default).")
@@ -305,6 +306,8 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 	}
 	if plan != nil {
 		cfg.ClusterID, cfg.MemberID = plan.clusterID, plan.memberID
+		cfg.PeerURLs = []string{plan.self.url}
+		cfg.Peer = &server.Member{ID: plan.peerID, Name: plan.peer.name, PeerURLs: []string{plan.peer.url}}
 		whc := int64(2 * f.maxRequestBytes)
 		if whc < dds.DefaultWhcHigh {
 			whc = dds.DefaultWhcHigh
@@ -361,7 +364,13 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 			closeAll()
 			return fmt.Errorf("listen on %s: %w", u, err)
 		}
-		metricsLns = append(metricsLns, l)
+		ml, err := metricsListener(u, l, tlsCfg)
+		if err != nil {
+			l.Close()
+			closeAll()
+			return err
+		}
+		metricsLns = append(metricsLns, ml)
 	}
 	// --listen-client-http-urls are served like the metrics URLs, behind
 	// the client TLS when they are https (HTTP/1.1 only in ALPN: the HTTP
@@ -382,7 +391,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 
 	// Each client listener carries gRPC and HTTP/1.1, as etcd's does; the
 	// muxes terminate TLS, so gRPC gets the muxes' credentials.
-	apiOpts := api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps}
+	apiOpts := api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps, Registry: reg}
 	if tlsCfg != nil {
 		apiOpts.Creds = clientport.Credentials()
 	}

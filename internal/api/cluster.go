@@ -19,10 +19,28 @@ type clusterServer struct {
 	s *server.Server
 }
 
+// members lists both nodes of a pair, each with its peer and client URLs,
+// so that etcdctl's --cluster and clientv3's endpoint sync reach both
+// zones. The replica is a voting member, not a learner: it serves every
+// RPC (forwarding writes to the primary), and listing it as a learner would
+// tell tools that it refuses linearizable reads and needs a promotion that
+// dyad has no use for.
 func (c *clusterServer) members() []*pb.Member {
-	cfg := c.s.Config()
-	_, id := c.s.IDs()
-	return []*pb.Member{{ID: id, Name: cfg.Name, PeerURLs: cfg.PeerURLs, ClientURLs: cfg.ClientURLs}}
+	var out []*pb.Member
+	for _, m := range c.s.Members() {
+		out = append(out, &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+	}
+	return out
+}
+
+// isMember reports whether id is one of the listed members.
+func (c *clusterServer) isMember(id uint64) bool {
+	for _, m := range c.s.Members() {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *clusterServer) MemberList(ctx context.Context, r *pb.MemberListRequest) (*pb.MemberListResponse, error) {
@@ -34,24 +52,21 @@ func (c *clusterServer) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) (
 }
 
 func (c *clusterServer) MemberRemove(ctx context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
-	_, id := c.s.IDs()
-	if r.ID != id {
+	if !c.isMember(r.ID) {
 		return nil, rpctypes.ErrGRPCMemberNotFound
 	}
 	return nil, errMembership
 }
 
 func (c *clusterServer) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
-	_, id := c.s.IDs()
-	if r.ID != id {
+	if !c.isMember(r.ID) {
 		return nil, rpctypes.ErrGRPCMemberNotFound
 	}
 	return nil, errMembership
 }
 
 func (c *clusterServer) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
-	_, id := c.s.IDs()
-	if r.ID != id {
+	if !c.isMember(r.ID) {
 		return nil, rpctypes.ErrGRPCMemberNotFound
 	}
 	return nil, rpctypes.ErrGRPCMemberNotLearner

@@ -5,6 +5,8 @@ import (
 	"math"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -26,6 +28,11 @@ type Options struct {
 	MaxTxnOps       int
 	// TLS, when set, serves TLS (and mTLS when it requires client certs).
 	TLS *tls.Config
+	// Registry, when set, gets the standard gRPC server series
+	// (grpc_server_started_total, grpc_server_handled_total,
+	// grpc_server_handling_seconds, grpc_server_msg_{received,sent}_total),
+	// the ones etcd exports and its alerts and dashboards read.
+	Registry prometheus.Registerer
 	// Creds, when set, replace TLS as the transport credentials: for
 	// listeners that terminate TLS themselves (internal/clientport).
 	Creds credentials.TransportCredentials
@@ -35,14 +42,28 @@ type Options struct {
 // health service registered. The returned health server is SERVING; callers
 // flip it on shutdown.
 func New(s *server.Server, opts Options) (*grpc.Server, *health.Server) {
+	unary := []grpc.UnaryServerInterceptor{unaryLeader(s)}
+	stream := []grpc.StreamServerInterceptor{streamLeader(s)}
+	var rpcMetrics *grpcprom.ServerMetrics
+	if opts.Registry != nil {
+		// The histogram keeps the library's default buckets
+		// (prometheus.DefBuckets), which are etcd's too, so etcd's
+		// quantile queries read the same bucket bounds.
+		rpcMetrics = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+		opts.Registry.MustRegister(rpcMetrics)
+		// Outermost, so that requests refused by the leader check are
+		// counted with their codes too.
+		unary = append([]grpc.UnaryServerInterceptor{rpcMetrics.UnaryServerInterceptor()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{rpcMetrics.StreamServerInterceptor()}, stream...)
+	}
 	gopts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(opts.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(unaryLeader(s)),
-		grpc.ChainStreamInterceptor(streamLeader(s)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	}
 	switch {
 	case opts.Creds != nil:
@@ -57,8 +78,14 @@ func New(s *server.Server, opts Options) (*grpc.Server, *health.Server) {
 	pb.RegisterMaintenanceServer(g, &maintenanceServer{s: s})
 	pb.RegisterClusterServer(g, &clusterServer{s: s})
 	pb.RegisterAuthServer(g, &authServer{s: s})
+	g.RegisterService(pairServiceDesc(), s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
+	if rpcMetrics != nil {
+		// Every method's series exist from the start (at zero), so rate()
+		// and absent-based alerts see them before the first call.
+		rpcMetrics.InitializeMetrics(g)
+	}
 	return g, hs
 }

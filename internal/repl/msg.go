@@ -468,3 +468,10 @@ func DecodeCatchupReq(b []byte) (CatchupReq, error) {
 	}
 	return c, d.err
 }
+
+// KindMember (Control, Payload = a JSON member record: ID, name, peer and
+// client URLs), each node -> its peer, every few seconds: what the peer
+// lists for this node in MemberList. Handled beside the protocol (it
+// changes no replication state); a node that does not know the kind
+// ignores it.
+const KindMember uint16 = 64

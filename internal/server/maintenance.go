@@ -70,8 +70,12 @@ func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVRes
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	// hash_revision stays unset, as etcd 3.5 leaves it.
-	return &pb.HashKVResponse{Header: s.Header(s.store.ReadableRev()), Hash: h.Hash, CompactRevision: h.CompactRev}, nil
+	// hash_revision is the revision the hash covers (the one asked for,
+	// or the current one for 0), as etcd 3.6 servers fill it. The field is
+	// in the API since 3.5.13; 3.5 servers leave it 0 and 3.5 clients
+	// ignore it, while 3.6 tooling (etcdctl, the corruption check) reads
+	// it to know which revision two hashes compare.
+	return &pb.HashKVResponse{Header: s.Header(s.store.ReadableRev()), Hash: h.Hash, CompactRevision: h.CompactRev, HashRevision: h.Rev}, nil
 }
 
 // Defragment rewrites the data file to reclaim free space.

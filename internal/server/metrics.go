@@ -53,6 +53,14 @@ type Metrics struct {
 	// stalled loop shows as a counter that stops, and a test can wait for
 	// a node to have run its rules for a given time of its own.
 	Ticks prometheus.Counter
+
+	// The link to the peer, in etcd's peer series (label To or From: the
+	// peer's member ID in hex). PeerRoundTrip is the replication round
+	// trip (entries published to their ack; see observeAckRoundTrip).
+	PeerRoundTrip     *prometheus.HistogramVec
+	PeerSentBytes     *prometheus.CounterVec
+	PeerReceivedBytes *prometheus.CounterVec
+	PeerSentFailures  *prometheus.CounterVec
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not
@@ -99,10 +107,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SnapshotsInstalled: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_snapshots_installed_total", Help: "Snapshots of the leader's data file this node installed to resync."}),
 		StaleAnswers:       prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_stale_catchup_answers_total", Help: "Catch-up answers and snapshot chunks ignored because they did not answer this node's outstanding request (late, duplicate or unrequested)."}),
 		Ticks:              prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_replication_ticks_total", Help: "Replication ticks of the apply loop (a heartbeat sent and the role rules evaluated, every peer lease / 8)."}),
+
+		// etcd's buckets for the round trip (0.1 ms to 3.3 s).
+		PeerRoundTrip:     prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "etcd_network_peer_round_trip_time_seconds", Help: "Round-trip time histogram between peers (dyad: from publishing log entries to the peer's acknowledgement that they are durable there).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"To"}),
+		PeerSentBytes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcd_network_peer_sent_bytes_total", Help: "The total number of bytes sent to peers (dyad: replication messages handed to DDS, payload and envelope)."}, []string{"To"}),
+		PeerReceivedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcd_network_peer_received_bytes_total", Help: "The total number of bytes received from peers (dyad: replication messages delivered by DDS, payload and envelope)."}, []string{"From"}),
+		PeerSentFailures:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcd_network_peer_sent_failures_total", Help: "The total number of send failures to peers (dyad: replication messages DDS refused, e.g. back-pressure past the write timeout)."}, []string{"To"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
-			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys, m.SnapshotsInstalled, m.StaleAnswers, m.Ticks)
+			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys, m.SnapshotsInstalled, m.StaleAnswers, m.Ticks,
+			m.PeerRoundTrip, m.PeerSentBytes, m.PeerReceivedBytes, m.PeerSentFailures)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
 			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)

@@ -1326,7 +1326,7 @@ func (s *Server) releaseCommitted() {
 			break
 		}
 		if s.Role() == repl.RolePrimary {
-			s.m.LagSeconds.Observe(time.Duration(r.det.Now() - p.at).Seconds())
+			s.observeAckRoundTrip(time.Duration(r.det.Now() - p.at))
 		}
 		s.release(p)
 		n++

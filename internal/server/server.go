@@ -59,6 +59,9 @@ type Config struct {
 	MemberID  uint64
 	// Repl, when set, makes the node one of a two-zone pair.
 	Repl *ReplConfig
+	// Peer is the other member of a pair as configured (ID, name, peer
+	// URLs); MemberList shows it until the peer announces itself.
+	Peer *Member
 
 	Logger  *slog.Logger
 	Metrics *Metrics
@@ -101,7 +104,12 @@ type Server struct {
 
 	clusterID uint64
 	memberID  uint64
-	term      atomic.Uint64 // current epoch term; persisted before first use
+	// peerMembers: the peer's member record, for MemberList (own lock).
+	peerMembers peerMembers
+	// rtt and rttAt: the newest replication round trip (ns) and when it
+	// was timed (detector clock; 0: none yet), for PairStatus.
+	rtt, rttAt atomic.Int64
+	term       atomic.Uint64 // current epoch term; persisted before first use
 
 	proposals chan *proposal
 	compactc  chan compactJob
@@ -153,6 +161,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Repl != nil {
 		s.repl = newReplState(*cfg.Repl)
+		s.repl.tr = newMeteredTransport(s.repl.tr, s.m, &s.repl.peerID, s.onPeerMember)
 	}
 	be, err := storage.Open(DBPath(cfg.DataDir), storage.Options{
 		NoSync: cfg.UnsafeNoFsync,
@@ -351,6 +360,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		run(s.catchupServer)
 		run(s.logTrimmer)
+		run(s.announceLoop)
 		if r.cfg.Fence != nil {
 			run(s.fencer)
 		}

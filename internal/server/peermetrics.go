@@ -1,0 +1,101 @@
+package server
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/transport"
+)
+
+// envelopeBytes is the size of a transport.Message's fixed fields (Class 1,
+// Kind 2, Flags 4, Cluster, From, Term and Index 8 each), counted with the
+// payload as the bytes of one message. It is what dyad puts on the wire
+// per message, not the DDS/RTPS framing around it, which Cyclone adds and
+// dyad cannot see.
+const envelopeBytes = 1 + 2 + 4 + 5*8
+
+// meteredTransport counts the replication traffic to and from the peer in
+// etcd's peer series (etcd_network_peer_sent_bytes_total{To},
+// etcd_network_peer_received_bytes_total{From},
+// etcd_network_peer_sent_failures_total{To}), so that etcd's dashboards and
+// alerts read dyad's link to its peer as etcd's link to a member.
+//
+// It also takes the peer's member records (repl.KindMember) off the
+// delivery path, since they are not replication.
+//
+// The peer is named by its member ID in hex, as etcd names members. Until
+// the first message from the peer arrives, its ID is not known and sends
+// are counted under To="unknown" (a node that has never heard its peer).
+type meteredTransport struct {
+	transport.Transport
+	m    *Metrics
+	peer *atomic.Uint64 // the replication state's peerID (written by the apply loop)
+	// seen is the last peer ID whose To series were created (only touched
+	// by the receive handler, which the transport calls from one goroutine
+	// at a time; atomic so that it needs no such promise).
+	seen atomic.Uint64
+	// onMember takes the peer's member records (repl.KindMember).
+	onMember func(*transport.Message)
+}
+
+func newMeteredTransport(tr transport.Transport, m *Metrics, peer *atomic.Uint64, onMember func(*transport.Message)) *meteredTransport {
+	return &meteredTransport{Transport: tr, m: m, peer: peer, onMember: onMember}
+}
+
+func peerLabel(id uint64) string {
+	if id == 0 {
+		return "unknown"
+	}
+	return strconv.FormatUint(id, 16)
+}
+
+// Start wraps h so that every received message is counted before the
+// owner sees it.
+func (t *meteredTransport) Start(h transport.Handler) error {
+	return t.Transport.Start(func(msg *transport.Message) {
+		from := peerLabel(msg.From)
+		if t.seen.Swap(msg.From) != msg.From {
+			// The To series of a newly heard peer start at zero, so
+			// that rate() sees their first increase (a counter born at
+			// 1 shows none) and dashboards find them before any failure.
+			t.m.PeerSentFailures.WithLabelValues(from)
+			t.m.PeerSentBytes.WithLabelValues(from)
+		}
+		t.m.PeerReceivedBytes.WithLabelValues(from).Add(float64(envelopeBytes + len(msg.Payload)))
+		if msg.Kind == repl.KindMember {
+			// Beside the protocol: never queued for the apply loop.
+			t.onMember(msg)
+			return
+		}
+		h(msg)
+	})
+}
+
+// Send counts a message queued for the peer as sent, and a refused one as
+// a failure (etcd counts a message it could not hand to the peer's stream
+// the same way).
+func (t *meteredTransport) Send(msg *transport.Message) error {
+	to := peerLabel(t.peer.Load())
+	if err := t.Transport.Send(msg); err != nil {
+		t.m.PeerSentFailures.WithLabelValues(to).Inc()
+		return err
+	}
+	t.m.PeerSentBytes.WithLabelValues(to).Add(float64(envelopeBytes + len(msg.Payload)))
+	return nil
+}
+
+// observeAckRoundTrip records one replication round trip: from publishing
+// a batch (already durable here) to the replica's acknowledgement of it
+// (applied and durable there). It is dyad's peer round trip: unlike etcd's
+// prober it includes the replica's fsync, which is what a write waits for.
+func (s *Server) observeAckRoundTrip(d time.Duration) {
+	s.m.LagSeconds.Observe(d.Seconds())
+	s.m.PeerRoundTrip.WithLabelValues(peerLabel(s.repl.peerID.Load())).Observe(d.Seconds())
+	// For dyad status: the newest round trip and when (detector clock).
+	// Two stores, read without a lock: a reader may pair a round trip
+	// with the time of the next one, which is harmless for a display.
+	s.rtt.Store(int64(d))
+	s.rttAt.Store(s.repl.det.Now())
+}
