@@ -2,6 +2,11 @@
 # scripts/, which documents itself; the scripts are what CI runs.
 #
 #   make build        build dyad into .cache/bin/dyad
+#   make release      a versioned tarball in dist/: dyad-VERSION+COMMIT-linux-ARCH.tar.gz
+#                     (bin/dyad stamped with the commit, the systemd unit, the
+#                     Kubernetes manifests, the kubeadm example, README and
+#                     OPERATIONS), and dist/dyad-linux-ARCH.tar.gz, a copy that
+#                     deploy/Dockerfile picks up
 #   make test         the whole test suite, exactly as CI runs it (scripts/test.sh);
 #                     every step runs, the summary lists each step's time, every
 #                     failure and skip; DYAD_TEST_STEPS=unit,fuzz runs some steps
@@ -33,10 +38,27 @@ BENCH_FLAGS ?=
 SOAK_CYCLES ?= 100
 FUZZTIME ?= 5m
 
-.PHONY: build test fuzz bench-deps bench e2e-deps e2e robustness-soak
+.PHONY: build release test fuzz bench-deps bench e2e-deps e2e robustness-soak
 
 build:
 	go build -o .cache/bin/dyad ./cmd/dyad
+
+# The commit is stamped with -ldflags because GOFLAGS may say -buildvcs=false
+# and a source tarball has no .git; `dyad version` prints it.
+release:
+	@set -euo pipefail; \
+	commit=$$(git rev-parse HEAD 2>/dev/null || true); \
+	modified=false; if [[ -n $$commit && -n $$(git status --porcelain 2>/dev/null) ]]; then modified=true; fi; \
+	arch=$$(go env GOARCH); mkdir -p dist/.build; \
+	go build -trimpath -ldflags "-X main.stampedCommit=$$commit -X main.stampedModified=$$modified" -o dist/.build/dyad ./cmd/dyad; \
+	name=dyad-$$(dist/.build/dyad version --short)-linux-$$arch; stage=dist/.build/$$name; \
+	rm -rf "$$stage"; mkdir -p "$$stage/bin" "$$stage/deploy" "$$stage/docs"; \
+	mv dist/.build/dyad "$$stage/bin/dyad"; \
+	cp -r deploy/systemd deploy/kubernetes deploy/kubeadm "$$stage/deploy/"; \
+	cp README.md "$$stage/"; cp docs/OPERATIONS.md "$$stage/docs/"; \
+	tar -C dist/.build -czf "dist/$$name.tar.gz" --owner=0 --group=0 "$$name"; \
+	cp "dist/$$name.tar.gz" "dist/dyad-linux-$$arch.tar.gz"; rm -rf dist/.build; \
+	echo "release: dist/$$name.tar.gz"
 
 test:
 	scripts/test.sh
@@ -45,7 +67,7 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 bench-deps:
-	@if [[ $$(id -u) -eq 0 ]]; then scripts/setup.sh; else echo "bench-deps: not root, skipping the Debian packages (scripts/setup.sh)"; fi
+	@if [[ $$(id -u) -eq 0 ]]; then scripts/setup.sh --bench; else echo "bench-deps: not root, skipping the Debian packages (scripts/setup.sh)"; fi
 	scripts/peers.sh etcd-3.6 etcdctl kine
 
 bench:

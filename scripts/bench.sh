@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH" GOTOOLCHAIN=local
 if [[ $(id -u) -eq 0 ]]; then
-  scripts/setup.sh
+  scripts/setup.sh --bench
 fi
 bin=$(scripts/peers.sh --print-bin-dir etcd-3.6 kine | tail -1)
 go build -o .cache/bin/dyad ./cmd/dyad

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # scripts/setup.sh — idempotent machine setup for a fresh Debian 12 (bookworm) box.
-# Run as root. Installs the apt packages dyad's dev/test tooling needs and checks
-# that a Go toolchain >= 1.24 is available.
+# Run as root. Installs the apt packages dyad's build and tests need, and the
+# Go toolchain that go.mod asks for (its "go" line) when none, or an older
+# one, is found at /usr/local/go or on PATH.
 #
 # Usage: scripts/setup.sh            # install what is missing; ~1 s when nothing is
+#        scripts/setup.sh --bench    # also PostgreSQL 15 (kine's backend in `make bench`)
 #        SETUP_VERBOSE=1 scripts/setup.sh   # show apt output
+#
+# The Go toolchain: Debian's golang-go is used when it is new enough (on
+# bookworm it is 1.19, so it is not). Otherwise Debian's golang-go is installed
+# only as a bootstrap, and it downloads the official toolchain module
+# golang.org/toolchain@v0.0.1-go<version>.linux-<arch> from the Go module proxy
+# (GOPROXY, checked against GOSUMDB exactly like any module, which is what
+# GOTOOLCHAIN=auto does), and the toolchain is installed into /usr/local/go.
 #
 # Re-runs are cheap: when every package is already installed (dpkg status check)
 # apt is not touched at all. `apt-get update` runs at most once per run, and only
@@ -18,15 +27,25 @@ PACKAGES=(
   libddsc0debian        # Cyclone DDS itself and its DDS Security plugins (libdds_security_*.so)
   iproute2              # network namespaces and tc for the two-zone fault tests
   etcd-client
-  postgresql            # Debian 12's default is PostgreSQL 15
   jq curl ca-certificates
   openssl               # the certs tests check dyad's signed documents with openssl smime
   fuse3 kmod            # /dev/fuse for powerfs, the power-cut tests' filesystem (kmod: modprobe)
   build-essential pkg-config
 )
-GO_MIN_MAJOR=1
-GO_MIN_MINOR=24
-GO_DEFAULT_DIR=/usr/local/go/bin
+# Only the benchmark's kine target needs a database; running dyad does not.
+BENCH_PACKAGES=(
+  postgresql            # Debian 12's default is PostgreSQL 15
+)
+GO_ROOT=${SETUP_GO_ROOT:-/usr/local/go}   # SETUP_GO_ROOT: install elsewhere (tests)
+GO_DEFAULT_DIR=$GO_ROOT/bin
+
+bench=0
+case ${1:-} in
+  --bench) bench=1 ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--bench]" >&2; exit 2 ;;
+esac
+if ((bench)); then PACKAGES+=("${BENCH_PACKAGES[@]}"); fi
 
 log() { echo "setup: $*"; }
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
@@ -100,7 +119,7 @@ else
 fi
 
 # PostgreSQL: the project targets 15 (bookworm's default major).
-if ! is_installed postgresql-15; then
+if ((bench)) && ! is_installed postgresql-15; then
   die "postgresql is installed but postgresql-15 is not (dpkg: $(dpkg-query -W -f='${Depends}' postgresql 2>/dev/null))"
 fi
 
@@ -113,19 +132,86 @@ if [[ ! -e /dev/fuse ]]; then
 fi
 
 # ---------------------------------------------------------------- Go toolchain
-if ! command -v go >/dev/null 2>&1; then
-  if [[ -x $GO_DEFAULT_DIR/go ]]; then
-    export PATH="$GO_DEFAULT_DIR:$PATH"
-    log "go is not on PATH; using $GO_DEFAULT_DIR/go (add 'export PATH=$GO_DEFAULT_DIR:\$PATH' to your shell)"
-  else
-    die "Go >= $GO_MIN_MAJOR.$GO_MIN_MINOR not found (expected at $GO_DEFAULT_DIR/go)"
+# The version go.mod requires ("go 1.26.8"); a "toolchain" line, if any, wins.
+gomod="$(dirname "$0")/../go.mod"
+GO_WANT=$(awk '$1 == "toolchain" {sub(/^go/, "", $2); t = $2} $1 == "go" {g = $2} END {print (t != "" ? t : g)}' "$gomod")
+[[ $GO_WANT =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]] || die "cannot read the Go version from $gomod (got '$GO_WANT')"
+
+# version_ge A B: A >= B for dotted versions ("1.26.8" >= "1.26").
+version_ge() { [[ $(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1) == "$2" ]]; }
+# go_version BIN: "1.26.8" for a working go binary, empty otherwise.
+go_version() { "$1" env GOVERSION 2>/dev/null | sed -n 's/^go\([0-9][0-9.]*\).*/\1/p'; }
+
+have_go() { # prints the path of a go that is new enough
+  local g v
+  for g in "$GO_DEFAULT_DIR/go" "$(command -v go 2>/dev/null || true)"; do
+    [[ -n $g && -x $g ]] || continue
+    v=$(go_version "$g")
+    if [[ -n $v ]] && version_ge "$v" "$GO_WANT"; then echo "$g"; return 0; fi
+  done
+  return 1
+}
+
+apt_install() { # packages...: install with the same lock wait and log as above
+  export DEBIAN_FRONTEND=noninteractive
+  local opts=(-o "DPkg::Lock::Timeout=${SETUP_APT_LOCK_TIMEOUT:-600}")
+  apt-get -q "${opts[@]}" install -y --no-install-recommends "$@" >/dev/null 2>&1 ||
+    { apt-get -q "${opts[@]}" update >/dev/null 2>&1 && apt-get -q "${opts[@]}" install -y --no-install-recommends "$@"; }
+}
+
+install_go() {
+  local arch
+  case $(dpkg --print-architecture) in
+    amd64) arch=amd64 ;; arm64) arch=arm64 ;;
+    *) die "no Go toolchain module for $(dpkg --print-architecture); install Go >= $GO_WANT into $GO_ROOT by hand" ;;
+  esac
+  # 1. Debian's own package, when it is new enough.
+  local cand
+  cand=$(apt-cache policy golang-go 2>/dev/null | awk '/Candidate:/ {print $2}' | sed 's/^[0-9]*://; s/[~+-].*//')
+  if [[ -n $cand && $cand != "(none)" ]] && version_ge "$cand" "$GO_WANT"; then
+    log "installing Debian's golang-go $cand"
+    apt_install golang-go || die "apt-get install golang-go failed"
+    return 0
   fi
+  # 2. The official toolchain module from the Go module proxy, fetched by a
+  #    bootstrap Go (Debian's, or whatever older go is present).
+  local boot
+  boot=$(command -v go 2>/dev/null || true)
+  [[ -x $GO_DEFAULT_DIR/go ]] && boot=$GO_DEFAULT_DIR/go
+  if [[ -z $boot ]]; then
+    log "installing Debian's golang-go ${cand:-?} to bootstrap Go $GO_WANT"
+    apt_install golang-go || die "apt-get install golang-go failed"
+    boot=/usr/bin/go
+  fi
+  local mod="golang.org/toolchain@v0.0.1-go$GO_WANT.linux-$arch" tmp dir
+  tmp=$(mktemp -d /tmp/dyad-setup-go.XXXXXX)
+  log "downloading $mod from the Go module proxy ($($boot env GOPROXY))"
+  # GOTOOLCHAIN=local: a bootstrap new enough to switch toolchains must not
+  # switch for this download. GOFLAGS=-modcacherw: the temporary cache can be removed.
+  dir=$(cd "$tmp" && GOTOOLCHAIN=local GOFLAGS=-modcacherw GOMODCACHE="$tmp/mod" \
+        "$boot" mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n $dir && -f $dir/bin/go ]] || { rm -rf "$tmp"; die "downloading $mod failed"; }
+  # Module zips carry no file modes: make the binaries executable again.
+  chmod -R u+w "$dir"
+  chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/*
+  if [[ -e $GO_ROOT ]]; then
+    rm -rf "$GO_ROOT.old" && mv "$GO_ROOT" "$GO_ROOT.old"
+    log "moved the old $GO_ROOT to $GO_ROOT.old"
+  fi
+  mkdir -p "$(dirname "$GO_ROOT")"
+  cp -a "$dir" "$GO_ROOT"
+  rm -rf "$GO_ROOT.old" "$tmp"
+}
+
+if ! gobin=$(have_go); then
+  old=$(command -v go 2>/dev/null || true)
+  [[ -x $GO_DEFAULT_DIR/go ]] && old=$GO_DEFAULT_DIR/go
+  log "Go >= $GO_WANT not found${old:+ ($old is go$(go_version "$old"))}; installing it"
+  install_go
+  gobin=$(have_go) || die "Go $GO_WANT is still not available after installing it"
 fi
-gover=$(go env GOVERSION 2>/dev/null || true)          # e.g. go1.26.8
-[[ $gover =~ ^go([0-9]+)\.([0-9]+) ]] || die "cannot parse Go version from '$(go version 2>&1)'"
-gmaj=${BASH_REMATCH[1]} gmin=${BASH_REMATCH[2]}
-if ((gmaj < GO_MIN_MAJOR || (gmaj == GO_MIN_MAJOR && gmin < GO_MIN_MINOR))); then
-  die "Go $gover at $(command -v go) is too old; need >= $GO_MIN_MAJOR.$GO_MIN_MINOR"
+if [[ $(command -v go 2>/dev/null || true) != "$gobin" ]]; then
+  log "$gobin is not first on PATH: add 'export PATH=$(dirname "$gobin"):\$PATH' to your shell"
 fi
-log "go: $gover ($(command -v go))"
+log "go: go$(go_version "$gobin") ($gobin; go.mod needs $GO_WANT)"
 log "done"

@@ -24,10 +24,16 @@ func certsCmd() *cobra.Command {
 		Long: `certs writes into --dir a development CA (reused if ca.crt and ca.key are
 already there), and for every --node NAME=HOST[,HOST...]:
 
-  NAME.crt, NAME.key            TLS server certificate (SANs: the HOSTs) for
-                                --cert-file/--key-file
+  NAME.crt, NAME.key            TLS server certificate (SANs: the HOSTs and
+                                127.0.0.1, ::1, localhost) for --cert-file/--key-file
   NAME-peer.crt, NAME-peer.key  DDS Security identity (subject CN=NAME,O=ORG)
                                 for --peer-cert-file/--peer-key-file
+  NAME/                         everything that node reads and nothing else (no
+                                CA key), under the names deploy/ and kubeadm use:
+                                server.crt, server.key, peer.crt, peer.key,
+                                ca.crt, governance.p7s, permissions.p7s. Copy it
+                                to /etc/dyad/pki (systemd) or
+                                /etc/kubernetes/pki/dyad (static pod) on that host.
 
 for every --client NAME a TLS client certificate NAME.crt/NAME.key (for
 kube-apiserver's --etcd-certfile/--etcd-keyfile or etcdctl's --cert/--key),

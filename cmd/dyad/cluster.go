@@ -102,7 +102,7 @@ func (s *peerSecurityFlags) config() (*dds.Security, error) {
 }
 
 func (c *clusterFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&c.initialCluster, "initial-cluster", "", "The pair, in etcd's form: \"a=http://10.0.0.1:2380,b=http://10.0.0.2:2380\". --name picks this node; the other host is the DDS unicast peer (the port is not used: DDS has its own). Empty: a single node.")
+	fl.StringVar(&c.initialCluster, "initial-cluster", "", "The pair, in etcd's form: \"a=http://10.0.0.1:2380,b=http://10.0.0.2:2380\". --name picks this node; the other host is the DDS unicast peer (the port is not used: DDS has its own). Empty, or only this node (kubeadm's single-member form): a single node.")
 	fl.StringVar(&c.initialClusterState, "initial-cluster-state", "new", "\"new\": this node may start the pair when its data dir is empty (the --preferred-zone node, or the first member listed). \"existing\": an empty node joins as the replica and never starts a pair (replacing a destroyed node).")
 	fl.StringVar(&c.initialClusterToken, "initial-cluster-token", "dyad-cluster", "Token mixed into the cluster ID; both nodes need the same one. A node refuses a data dir, and ignores a peer, of another cluster.")
 	fl.StringVar(&c.ddsInterface, "dds-interface", "", "Network interface (name) for DDS traffic. Empty: \"lo\" when this node's --initial-cluster host is a loopback address, else Cyclone's choice.")
@@ -146,8 +146,8 @@ func parseInitialCluster(s string) ([]member, error) {
 		seen[name] = true
 		out = append(out, member{name: name, host: u.Hostname()})
 	}
-	if len(out) != 2 {
-		return nil, fmt.Errorf("a dyad pair has exactly two members, got %d", len(out))
+	if len(out) != 1 && len(out) != 2 {
+		return nil, fmt.Errorf("a dyad pair has exactly two members (or one: this node alone), got %d", len(out))
 	}
 	return out, nil
 }
@@ -185,6 +185,13 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 	ms, err := parseInitialCluster(c.initialCluster)
 	if err != nil {
 		return nil, fmt.Errorf("--initial-cluster: %w", err)
+	}
+	if len(ms) == 1 {
+		// kubeadm's form for the first control-plane node: this node alone.
+		if ms[0].name != name {
+			return nil, fmt.Errorf("--name %q is not in --initial-cluster", name)
+		}
+		return nil, nil
 	}
 	p := &pairPlan{}
 	switch name {

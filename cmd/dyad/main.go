@@ -3,19 +3,19 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/dyad-db/dyad/internal/server"
 )
 
-// Version is dyad's own release version.
-const Version = "0.1.0"
-
 func main() {
+	if err := rootCmd().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "dyad",
 		Short: "dyad: an etcd-compatible state store for Kubernetes sites with two zones",
@@ -26,20 +26,11 @@ single-node store; two nodes, one per zone, replicate over DDS.
 Run "dyad serve --help" for the server's flags.`,
 		SilenceUsage: true,
 	}
+	// dyad --version prints what dyad version prints, as etcd --version does.
+	var sb strings.Builder
+	readBuildInfo().write(&sb)
+	root.Version = readBuildInfo().Short()
+	root.SetVersionTemplate(sb.String())
 	root.AddCommand(serveCmd(), versionCmd(), benchCmd(), snapshotCmd(), statusCmd(), forcePrimaryCmd(), resolveCmd(), perfCmd(), certsCmd())
-	if err := root.Execute(); err != nil {
-		os.Exit(1)
-	}
-}
-
-func versionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print dyad's version and the etcd API version it reports",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "dyad Version: %s\netcd API Version: %s\nGo Version: %s\nGo OS/Arch: %s/%s\n",
-				Version, server.EtcdVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		},
-	}
+	return root
 }

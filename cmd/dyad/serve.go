@@ -22,8 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dyad-db/dyad/internal/api"
+	"github.com/dyad-db/dyad/internal/clientport"
 	"github.com/dyad-db/dyad/internal/dds"
 	"github.com/dyad-db/dyad/internal/ddsnet"
 	"github.com/dyad-db/dyad/internal/failpoint"
@@ -37,6 +39,7 @@ type serveFlags struct {
 	listenClientURLs    string
 	advertiseClientURLs string
 	listenMetricsURLs   string
+	listenHTTPURLs      string
 	maxRequestBytes     int
 	maxTxnOps           int
 	quotaBackendBytes   int64
@@ -52,6 +55,7 @@ type serveFlags struct {
 	unsafeNoFsync       bool
 	shutdownGrace       time.Duration
 	cluster             clusterFlags
+	compat              compatFlags
 }
 
 func serveCmd() *cobra.Command {
@@ -60,16 +64,39 @@ func serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run a dyad node (single node unless a peer is configured)",
 		Long: `serve runs one dyad node: a durable MVCC store behind the etcd v3 gRPC API.
-Flag names and defaults are etcd's, so existing etcd command lines, systemd
-units and manifests carry over.`,
+
+etcd's command lines carry over. Flag names and defaults are etcd's; every
+flag of kubeadm's generated etcd static pod and of common etcd systemd units
+is accepted. Those that have no meaning in dyad (Raft tuning, peer URLs,
+snapshot counts, feature gates, ...) are marked "accepted and ignored" below
+and named in one log line each at start-up. --initial-cluster naming only
+this node (kubeadm's form) runs a single node; naming two makes a pair.
+
+Every flag can also come from the environment as DYAD_<FLAG> or etcd's
+ETCD_<FLAG> (--listen-client-urls: DYAD_LISTEN_CLIENT_URLS or
+ETCD_LISTEN_CLIENT_URLS). The command line wins over the environment, and
+DYAD_ over ETCD_. --config-file (or DYAD_CONFIG_FILE, ETCD_CONFIG_FILE)
+reads etcd's YAML configuration format instead; as in etcd, other flags and
+environment variables are then ignored.
+
+The client port serves the etcd v3 gRPC API and, on the same port and with
+the same TLS, /version, /health, /livez, /readyz and /metrics over HTTP/1.1
+(kubeadm's external-etcd preflight reads /version). --listen-metrics-urls
+serves the same HTTP endpoints on a separate plain port.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), cmd.Flags(), f) },
 	}
-	fl := cmd.Flags()
+	bindServeFlags(cmd.Flags(), f)
+	return cmd
+}
+
+// bindServeFlags registers serve's flags on fl, bound to f.
+func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.StringVar(&f.name, "name", "default", "Human-readable name for this member.")
 	fl.StringVar(&f.dataDir, "data-dir", "", "Path to the data directory (default \"${name}.dyad\"). The data file is member/snap/db, in etcd's format.")
 	fl.StringVar(&f.listenClientURLs, "listen-client-urls", "http://127.0.0.1:2379", "Comma-separated URLs to serve the etcd v3 gRPC API on. https:// URLs need --cert-file/--key-file.")
 	fl.StringVar(&f.advertiseClientURLs, "advertise-client-urls", "", "Comma-separated client URLs to advertise in MemberList (default: the listen URLs).")
+	fl.StringVar(&f.listenHTTPURLs, "listen-client-http-urls", "", "Comma-separated URLs serving only the HTTP endpoints (/version, /health, /livez, /readyz, /metrics), with the client port's TLS and client-certificate rules for https://, as etcd's flag of that name. The client URLs keep serving them too.")
 	fl.StringVar(&f.listenMetricsURLs, "listen-metrics-urls", "", "Comma-separated http URLs serving /metrics (Prometheus), /health, /livez and /readyz. Empty: not served.")
 	fl.IntVar(&f.maxRequestBytes, "max-request-bytes", 1.5*1024*1024, "Largest client request accepted, in bytes; larger ones get \"etcdserver: request is too large\".")
 	fl.IntVar(&f.maxTxnOps, "max-txn-ops", 128, "Most operations allowed in one txn (per compare, success and failure list).")
@@ -81,14 +108,14 @@ units and manifests carry over.`,
 	fl.StringVar(&f.trustedCAFile, "trusted-ca-file", "", "Path to the CA bundle that signs client certificates. As in etcd, setting it requires and verifies client certificates (mTLS) whatever --client-cert-auth says.")
 	fl.BoolVar(&f.clientCertAuth, "client-cert-auth", false, "Require and verify client certificates signed by --trusted-ca-file (mTLS).")
 	fl.StringVar(&f.logLevel, "log-level", "info", "Log level: debug, info, warn or error.")
-	fl.StringVar(&f.logFormat, "log-format", "json", "Log format on stderr: json or text.")
+	fl.StringVar(&f.logFormat, "log-format", "json", "Log format on stderr: json, or text (etcd's \"console\" is text).")
 	fl.DurationVar(&f.progressInterval, "watch-progress-notify-interval", 10*time.Minute, "Period of progress notifications to watchers that asked for them.")
 	fl.DurationVar(&f.progressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Old etcd name of --watch-progress-notify-interval.")
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long a primary may take to hand its role to a live replica, and then how long in-flight requests may finish before connections are closed.")
 	f.cluster.register(fl)
-	return cmd
+	f.compat.register(fl)
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {
@@ -100,10 +127,10 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	switch format {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	case "text":
+	case "text", "console": // etcd calls its human-readable format "console"
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: want json or text", format)
+	return nil, fmt.Errorf("--log-format %q: want json, text or console", format)
 }
 
 func splitURLs(s string) ([]*url.URL, error) {
@@ -165,10 +192,42 @@ func tlsConfig(f *serveFlags) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func runServe(parent context.Context, f *serveFlags) error {
+// resolveFlags completes the command line from --config-file or the
+// environment (etcd's precedence, see serve --help) and returns what to log
+// about it once the logger exists.
+func resolveFlags(fl *pflag.FlagSet, f *serveFlags) ([]note, error) {
+	var notes []note
+	if p := configFilePath(f.compat.configFile, os.Getenv); p != "" {
+		n, err := applyConfigFile(fl, p)
+		if err != nil {
+			return nil, err
+		}
+		notes = append(n, note{"configuration file loaded; other flags and environment variables are ignored", []any{"file", p}})
+	} else {
+		n, err := applyEnv(fl, os.Environ())
+		if err != nil {
+			return nil, err
+		}
+		notes = n
+	}
+	n, err := f.compat.ignoredNotes(fl)
+	if err != nil {
+		return nil, err
+	}
+	return append(notes, n...), nil
+}
+
+func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
+	notes, err := resolveFlags(fl, f)
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	for _, n := range notes {
+		log.Info(n.msg, n.args...)
 	}
 	clientURLs, err := splitURLs(f.listenClientURLs)
 	if err != nil {
@@ -180,6 +239,10 @@ func runServe(parent context.Context, f *serveFlags) error {
 	metricsURLs, err := splitURLs(f.listenMetricsURLs)
 	if err != nil {
 		return fmt.Errorf("--listen-metrics-urls: %w", err)
+	}
+	httpURLs, err := splitURLs(f.listenHTTPURLs)
+	if err != nil {
+		return fmt.Errorf("--listen-client-http-urls: %w", err)
 	}
 	advertise := f.advertiseClientURLs
 	if advertise == "" {
@@ -193,12 +256,17 @@ func runServe(parent context.Context, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	for _, u := range clientURLs {
-		if u.Scheme == "https" && tlsCfg == nil {
-			return fmt.Errorf("--listen-client-urls %s is https but no --cert-file/--key-file is given", u)
-		}
-		if u.Scheme == "http" && tlsCfg != nil {
-			return fmt.Errorf("--listen-client-urls %s is http but TLS is configured: use https:// URLs", u)
+	for _, set := range []struct {
+		flag string
+		urls []*url.URL
+	}{{"--listen-client-urls", clientURLs}, {"--listen-client-http-urls", httpURLs}} {
+		for _, u := range set.urls {
+			if u.Scheme == "https" && tlsCfg == nil {
+				return fmt.Errorf("%s %s is https but no --cert-file/--key-file is given", set.flag, u)
+			}
+			if u.Scheme == "http" && tlsCfg != nil {
+				return fmt.Errorf("%s %s is http but TLS is configured: use https:// URLs", set.flag, u)
+			}
 		}
 	}
 	if _, _, err := server.ParseRetention(f.autoCompactionMode, f.autoCompactionRet); err != nil {
@@ -231,6 +299,9 @@ func runServe(parent context.Context, f *serveFlags) error {
 	plan, err := f.cluster.plan(f.name)
 	if err != nil {
 		return err
+	}
+	if plan == nil && f.cluster.sec != (peerSecurityFlags{pluginDir: f.cluster.sec.pluginDir}) {
+		log.Info("peer TLS flags unused: a single node has no peer to secure", "initial-cluster", f.cluster.initialCluster)
 	}
 	if plan != nil {
 		cfg.ClusterID, cfg.MemberID = plan.clusterID, plan.memberID
@@ -292,13 +363,39 @@ func runServe(parent context.Context, f *serveFlags) error {
 		}
 		metricsLns = append(metricsLns, l)
 	}
+	// --listen-client-http-urls are served like the metrics URLs, behind
+	// the client TLS when they are https (HTTP/1.1 only in ALPN: the HTTP
+	// server here speaks nothing else).
+	for _, u := range httpURLs {
+		l, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen on %s: %w", u, err)
+		}
+		if tlsCfg != nil {
+			httpTLS := tlsCfg.Clone()
+			httpTLS.NextProtos = []string{"http/1.1"}
+			l = tls.NewListener(l, httpTLS)
+		}
+		metricsLns = append(metricsLns, l)
+	}
 
-	grpcSrv, healthSrv := api.New(node, api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps, TLS: tlsCfg})
+	// Each client listener carries gRPC and HTTP/1.1, as etcd's does; the
+	// muxes terminate TLS, so gRPC gets the muxes' credentials.
+	apiOpts := api.Options{MaxRequestBytes: f.maxRequestBytes, MaxTxnOps: f.maxTxnOps}
+	if tlsCfg != nil {
+		apiOpts.Creds = clientport.Credentials()
+	}
+	grpcSrv, healthSrv := api.New(node, apiOpts)
 	httpSrv := &http.Server{Handler: opsHandler(node, reg), ReadHeaderTimeout: 10 * time.Second}
+	muxes := make([]*clientport.Mux, len(clientLns))
+	for i, l := range clientLns {
+		muxes[i] = clientport.New(l, tlsCfg)
+	}
 
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	errc := make(chan error, len(clientLns)+len(metricsLns)+1)
+	errc := make(chan error, 3*len(clientLns)+len(metricsLns)+1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -311,14 +408,26 @@ func runServe(parent context.Context, f *serveFlags) error {
 		defer wg.Done()
 		api.RunHealth(nodeCtx, node, healthSrv)
 	}()
-	for _, l := range clientLns {
-		wg.Add(1)
-		go func(l net.Listener) {
+	for _, m := range muxes {
+		wg.Add(3)
+		go func() {
 			defer wg.Done()
-			if err := grpcSrv.Serve(l); err != nil {
+			if err := m.Serve(); err != nil {
 				errc <- err
 			}
-		}(l)
+		}()
+		go func() {
+			defer wg.Done()
+			if err := grpcSrv.Serve(m.GRPC()); err != nil {
+				errc <- err
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if err := httpSrv.Serve(m.HTTP()); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
 	}
 	for _, l := range metricsLns {
 		wg.Add(1)
@@ -330,7 +439,7 @@ func runServe(parent context.Context, f *serveFlags) error {
 		}(l)
 	}
 	log.Info("serving", "name", f.name, "client-urls", f.listenClientURLs, "metrics-urls", f.listenMetricsURLs,
-		"tls", tlsCfg != nil, "client-cert-auth", tlsCfg != nil && tlsCfg.ClientAuth == tls.RequireAndVerifyClientCert, "etcd-version", server.EtcdVersion, "dyad-version", Version)
+		"tls", tlsCfg != nil, "client-cert-auth", tlsCfg != nil && tlsCfg.ClientAuth == tls.RequireAndVerifyClientCert, "etcd-version", server.EtcdVersion, "dyad-version", readBuildInfo().Short())
 
 	var runErr error
 	select {
@@ -364,13 +473,27 @@ func runServe(parent context.Context, f *serveFlags) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	httpSrv.Shutdown(shutCtx)
 	cancel()
+	for _, m := range muxes {
+		m.Close()
+	}
 	stopNode()
 	wg.Wait()
 	log.Info("stopped")
 	return runErr
 }
 
-// opsHandler serves the operational endpoints on the metrics listener.
+// clusterVersion is etcd's cluster version for a server version: its
+// major.minor with patch 0 ("3.5.17" -> "3.5.0").
+func clusterVersion(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1] + ".0"
+}
+
+// opsHandler serves the operational endpoints on the metrics listeners and,
+// beside gRPC, on the client listeners.
 func opsHandler(node *server.Server, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -398,6 +521,11 @@ func opsHandler(node *server.Server, reg *prometheus.Registry) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	// etcd's /version: kubeadm's external-etcd preflight reads etcdserver.
+	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"etcdserver": server.EtcdVersion, "etcdcluster": clusterVersion(server.EtcdVersion)})
+	})
 	if h := failpoint.Handler(); h != nil { // only in a failpoints build
 		mux.Handle("/debug/failpoints", h)
 		mux.Handle("/debug/failpoints/", h)

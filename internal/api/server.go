@@ -26,6 +26,9 @@ type Options struct {
 	MaxTxnOps       int
 	// TLS, when set, serves TLS (and mTLS when it requires client certs).
 	TLS *tls.Config
+	// Creds, when set, replace TLS as the transport credentials: for
+	// listeners that terminate TLS themselves (internal/clientport).
+	Creds credentials.TransportCredentials
 }
 
 // New builds the gRPC server with every etcd service and the standard gRPC
@@ -41,7 +44,10 @@ func New(s *server.Server, opts Options) (*grpc.Server, *health.Server) {
 		grpc.ChainUnaryInterceptor(unaryLeader(s)),
 		grpc.ChainStreamInterceptor(streamLeader(s)),
 	}
-	if opts.TLS != nil {
+	switch {
+	case opts.Creds != nil:
+		gopts = append(gopts, grpc.Creds(opts.Creds))
+	case opts.TLS != nil:
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	g := grpc.NewServer(gopts...)

@@ -156,6 +156,8 @@ type fakeStream struct {
 	sent    chan *pb.WatchResponse
 	sendErr error
 	inRecv  atomic.Int32
+	eof     chan struct{} // if set, closed when Recv returns io.EOF
+	eofOnce sync.Once
 }
 
 func (f *fakeStream) Context() context.Context { return f.ctx }
@@ -178,6 +180,9 @@ func (f *fakeStream) Recv() (*pb.WatchRequest, error) {
 	select {
 	case r, ok := <-f.reqs:
 		if !ok {
+			if f.eof != nil {
+				f.eofOnce.Do(func() { close(f.eof) })
+			}
 			return nil, io.EOF
 		}
 		return r, nil
@@ -207,7 +212,7 @@ func TestWatchServerStream(t *testing.T) {
 	srv := NewWatchServer(n.hub, fill, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fs := &fakeStream{ctx: ctx, reqs: make(chan *pb.WatchRequest, 8), sent: make(chan *pb.WatchResponse, 64)}
+	fs := &fakeStream{ctx: ctx, reqs: make(chan *pb.WatchRequest, 8), sent: make(chan *pb.WatchResponse, 64), eof: make(chan struct{})}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Watch(fs) }()
 
@@ -274,21 +279,19 @@ func TestWatchServerStream(t *testing.T) {
 	if !r.Canceled || r.WatchId != 0 {
 		t.Fatalf("cancel: %v", r)
 	}
-	// The client closes its side: events still flow, as in etcd.
+	// The client closes its side: events still flow, as in etcd. The
+	// put follows the server's receipt of the EOF (the send loop may learn
+	// of it just before or just after the event; both must deliver).
 	close(fs.reqs)
-	time.Sleep(10 * time.Millisecond)
+	<-fs.eof
 	n.put("big/1", "small") // 5
 	r = fs.next(t)
 	if r.WatchId != fragID || len(r.Events) != 1 || r.Fragment {
 		t.Fatalf("after EOF: %v", r)
 	}
-	select {
-	case r := <-fs.sent:
-		t.Fatalf("unexpected %v", r)
-	case err := <-errc:
-		t.Fatalf("returned early: %v", err)
-	case <-time.After(10 * time.Millisecond):
-	}
+	// Only the cancel ends the stream (an earlier end would have left
+	// another error in errc), and once Watch has returned every Send is
+	// done, so an empty fs.sent means nothing else was sent.
 	cancel()
 	select {
 	case err := <-errc:
@@ -297,6 +300,11 @@ func TestWatchServerStream(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Watch did not return")
+	}
+	select {
+	case r := <-fs.sent:
+		t.Fatalf("unexpected %v", r)
+	default:
 	}
 	if fs.inRecv.Load() != 0 {
 		t.Fatal("receive loop still running after Watch returned")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,9 +321,9 @@ func TestWriteReusesCA(t *testing.T) {
 	if !bytes.Equal(ca1, ca2) {
 		t.Fatal("CA was replaced")
 	}
-	has := func(list []string, name string) bool {
+	has := func(list []string, name string) bool { // the CA itself, not the nodes' copies of ca.crt
 		for _, w := range list {
-			if filepath.Base(w) == name {
+			if w == filepath.Join(dir, name) {
 				return true
 			}
 		}
@@ -352,4 +353,55 @@ func checkErr(t *testing.T, err error, want string) bool {
 		t.Fatal(err)
 	}
 	return false
+}
+
+// TestWriteNodeDir: each node gets a directory with exactly the files a
+// deployed node reads, under the names deploy/ uses (kubeadm's etcd names),
+// and its server certificate also covers the loopback names.
+func TestWriteNodeDir(t *testing.T) {
+	now := start()
+	p := Plan{Dir: t.TempDir(), Nodes: []Node{{Name: "a", Hosts: []string{"10.0.1.10", "localhost"}}, {Name: "b", Hosts: []string{"10.0.2.10"}}},
+		Now: now, Validity: time.Hour, Domain: AnyDomain}
+	if _, err := Write(p); err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(p.Dir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range p.Nodes {
+		nd := NodeDir(p.Dir, n.Name)
+		entries, err := os.ReadDir(nd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		want := []string{CACertFile, GovernanceFile, NodePeerCert, NodePeerKey, PermissionsFile, NodeServerCert, NodeServerKey}
+		slices.Sort(want)
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: files %v, want %v (and never %s)", nd, names, want, CAKeyFile)
+		}
+		if got, _ := os.ReadFile(filepath.Join(nd, CACertFile)); !bytes.Equal(got, caPEM) {
+			t.Errorf("%s: ca.crt differs from the CA", nd)
+		}
+		if _, err := tls.LoadX509KeyPair(filepath.Join(nd, NodeServerCert), filepath.Join(nd, NodeServerKey)); err != nil {
+			t.Errorf("%s: server pair: %v", nd, err)
+		}
+		if _, err := tls.LoadX509KeyPair(filepath.Join(nd, NodePeerCert), filepath.Join(nd, NodePeerKey)); err != nil {
+			t.Errorf("%s: peer pair: %v", nd, err)
+		}
+		pemBytes, _ := os.ReadFile(filepath.Join(nd, NodeServerCert))
+		cert := parseCert(t, pemBytes)
+		for _, h := range append(slices.Clone(n.Hosts), LoopbackHosts()...) {
+			if err := cert.VerifyHostname(h); err != nil {
+				t.Errorf("%s server certificate: %v", n.Name, err)
+			}
+		}
+		if len(cert.DNSNames) != len(slices.Compact(slices.Sorted(slices.Values(cert.DNSNames)))) {
+			t.Errorf("%s: duplicate DNS SANs %v", n.Name, cert.DNSNames)
+		}
+	}
 }

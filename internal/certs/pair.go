@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -49,6 +50,27 @@ const (
 	GovernanceFile  = "governance.p7s"
 	PermissionsFile = "permissions.p7s"
 )
+
+// Names inside a node's own directory, Plan.Dir/NAME/. They are the names
+// kubeadm gives etcd's files in /etc/kubernetes/pki/etcd/, and the paths
+// deploy/systemd/dyad.service and deploy/kubernetes/dyad-static-pod.yaml
+// read, so the directory is copied to the node's host as it is.
+const (
+	NodeServerCert = "server.crt"
+	NodeServerKey  = "server.key"
+	NodePeerCert   = "peer.crt"
+	NodePeerKey    = "peer.key"
+)
+
+// LoopbackHosts are added to every node's server certificate: the apiserver
+// and probes on a node's own host reach it on https://127.0.0.1:2379 (or
+// [::1], or localhost).
+func LoopbackHosts() []string { return []string{"127.0.0.1", "::1", "localhost"} }
+
+// NodeDir is the directory holding everything one node reads and nothing
+// else (no CA key): server and peer pairs, ca.crt, governance.p7s and
+// permissions.p7s.
+func NodeDir(dir, node string) string { return filepath.Join(dir, node) }
 
 // NodeFiles are the paths of one node's material.
 type NodeFiles struct {
@@ -180,7 +202,7 @@ func Write(p Plan) ([]string, error) {
 	for _, n := range p.Nodes {
 		f := Files(p.Dir, n.Name)
 		subj := pkix.Name{CommonName: n.Name, Organization: []string{p.org()}}
-		tlsKP, err := ca.Issue(Request{Subject: subj, Hosts: n.Hosts, Usage: UsageServer, NotBefore: from, Validity: p.Validity})
+		tlsKP, err := ca.Issue(Request{Subject: subj, Hosts: withLoopback(n.Hosts), Usage: UsageServer, NotBefore: from, Validity: p.Validity})
 		if err != nil {
 			return wrote, err
 		}
@@ -194,6 +216,20 @@ func Write(p Plan) ([]string, error) {
 		if err := put(f.PeerCert, f.PeerKey, idKP); err != nil {
 			return wrote, err
 		}
+		nd := NodeDir(p.Dir, n.Name)
+		if err := os.MkdirAll(nd, 0o755); err != nil {
+			return wrote, err
+		}
+		if err := put(filepath.Join(nd, NodeServerCert), filepath.Join(nd, NodeServerKey), tlsKP); err != nil {
+			return wrote, err
+		}
+		if err := put(filepath.Join(nd, NodePeerCert), filepath.Join(nd, NodePeerKey), idKP); err != nil {
+			return wrote, err
+		}
+		if err := writeFile(filepath.Join(nd, CACertFile), ca.CertPEM, 0o644); err != nil {
+			return wrote, err
+		}
+		wrote = append(wrote, filepath.Join(nd, CACertFile))
 		notAfter := from.Add(p.Validity)
 		if notAfter.After(ca.Cert.NotAfter) {
 			notAfter = ca.Cert.NotAfter
@@ -217,13 +253,30 @@ func Write(p Plan) ([]string, error) {
 		if err != nil {
 			return wrote, err
 		}
-		path := filepath.Join(p.Dir, d.name)
-		if err := writeFile(path, signed, 0o644); err != nil {
-			return wrote, err
+		dirs := []string{p.Dir}
+		for _, n := range p.Nodes {
+			dirs = append(dirs, NodeDir(p.Dir, n.Name))
 		}
-		wrote = append(wrote, path)
+		for _, dir := range dirs {
+			path := filepath.Join(dir, d.name)
+			if err := writeFile(path, signed, 0o644); err != nil {
+				return wrote, err
+			}
+			wrote = append(wrote, path)
+		}
 	}
 	return wrote, nil
+}
+
+// withLoopback is hosts plus LoopbackHosts, without duplicates, hosts first.
+func withLoopback(hosts []string) []string {
+	out := append([]string(nil), hosts...)
+	for _, l := range LoopbackHosts() {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // writeFile replaces path atomically (write to a temporary file, rename),

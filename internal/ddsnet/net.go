@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dyad-db/dyad/internal/dds"
@@ -34,6 +35,16 @@ type Net struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
+
+	// Samples the readers dropped: of another cluster, and this node's own.
+	droppedForeign, droppedOwn atomic.Uint64
+}
+
+// Dropped reports how many received samples were dropped because they
+// belong to another cluster, and because this node sent them. Counted
+// before the drop, so a test can tell "dropped" from "not arrived yet".
+func (n *Net) Dropped() (otherCluster, own uint64) {
+	return n.droppedForeign.Load(), n.droppedOwn.Load()
 }
 
 var _ transport.Transport = (*Net)(nil)
@@ -104,6 +115,11 @@ func (n *Net) Start(h transport.Handler) error {
 			Mode: dds.ReceiveThread,
 			Handler: func(s *dds.Sample) {
 				if s.Cluster != n.cfg.Cluster || s.Node == n.cfg.Node {
+					if s.Cluster != n.cfg.Cluster {
+						n.droppedForeign.Add(1)
+					} else {
+						n.droppedOwn.Add(1)
+					}
 					s.Release()
 					return
 				}

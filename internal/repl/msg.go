@@ -13,10 +13,10 @@ const (
 	KindHeartbeat                    // Heartbeat: Heartbeat
 	KindForward                      // Control: Forward, replica -> primary
 	KindReply                        // Control: Reply, primary -> replica
-	KindCatchupReq                   // Control: CatchupReq, replica -> primary
-	KindCatchup                      // Catchup: EncodeEntries of old entries, or none with a Flag
-	KindSnapReq                      // Control: replica -> leader, send a snapshot
-	KindSnapChunk                    // Catchup: Term = snapshot ID, Index = offset, Payload = bytes; FlagLast on the end
+	KindCatchupReq                   // Control: CatchupReq, replica -> primary; Term = request ID
+	KindCatchup                      // Catchup: EncodeEntries of old entries, or none with a Flag; Term = the request's ID
+	KindSnapReq                      // Control: replica -> leader, send a snapshot; Term = request ID, Index = lowest index it must hold
+	KindSnapChunk                    // Catchup: Term = the request's ID, Index = offset, Payload = bytes; FlagLast on the end
 	KindMergeReq                     // Control: loser of a split brain -> leader, Payload = MergeData(its newest revision)
 )
 

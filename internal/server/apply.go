@@ -168,10 +168,11 @@ func (s *Server) applier(ctx context.Context) error {
 	var tick <-chan time.Time
 	var inbox <-chan *transport.Message
 	var handoverc <-chan *handover
+	var fenced <-chan error
 	if s.repl != nil {
 		t := time.NewTicker(s.repl.cfg.Lease / 8)
 		defer t.Stop()
-		tick, inbox, handoverc = t.C, s.repl.inbox, s.repl.handoverc
+		tick, inbox, handoverc, fenced = t.C, s.repl.inbox, s.repl.handoverc, s.repl.fenceRes
 	}
 	for {
 		handing := s.repl != nil && s.repl.handover != nil
@@ -210,8 +211,11 @@ func (s *Server) applier(ctx context.Context) error {
 			s.onMessage(ctx, m)
 		case <-tick:
 			s.onTick(ctx)
+			s.m.Ticks.Inc()
 		case h := <-handoverc:
 			s.startHandover(h)
+		case err := <-fenced:
+			s.onFenced(ctx, err)
 		}
 	}
 }
@@ -285,6 +289,7 @@ drain:
 	epoch := s.currentEpoch()
 	solo := s.Role() == repl.RoleSolo
 	now := time.Now().UnixNano()
+	_, before, _ := s.store.Revs()
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for _, p := range batch {
 			idx++
@@ -353,7 +358,7 @@ drain:
 	s.m.ProposalsApplied.Add(float64(len(batch)))
 	s.m.BatchSize.Observe(float64(len(batch)))
 	_, cur, _ := s.store.Revs()
-	p := &pending{last: idx, rev: cur, events: events, batch: batch, results: results, jobs: jobs, merged: merged}
+	p := &pending{last: idx, from: before + 1, rev: cur, events: events, batch: batch, results: results, jobs: jobs, merged: merged}
 	if s.repl == nil {
 		s.release(p)
 		return

@@ -479,13 +479,14 @@ func TestPairReplicaLeaving(t *testing.T) {
 
 	// A stale leaving message (an epoch the pair no longer runs in), from
 	// a third endpoint (the transport stamps the sender).
+	hbs := heartbeatLog(t, net, 1)
 	stale := net.Endpoint(0xd1ad, 3)
 	err := stale.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: 1})
 	stale.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * testLease)
+	hbs.holds(t, repl.RolePrimary, 2*testLease)
 	if a.srv.Role() != repl.RolePrimary {
 		t.Fatalf("a leaving message of an old epoch made the primary %s", a.srv.Role())
 	}

@@ -236,16 +236,15 @@ func TestPairOneWayLink(t *testing.T) {
 			net.Block(tt.cut[0], tt.cut[1], true)
 			waitRole(t, leader, repl.RoleSolo)
 			solo := put(t, leader.cli, "k", "solo")
+			hbs := heartbeatLog(t, net, other.cfg.MemberID)
 			net.Block(tt.cut[1], tt.cut[0], true)
-			deadline := time.Now().Add(10 * testLease)
-			for time.Now().Before(deadline) {
-				// A primary that has not yet heard of the takeover may
-				// stay "primary" a while: it cannot acknowledge anything
-				// without its replica. Acknowledging alone is the split.
-				if other.srv.Role() == repl.RoleSolo {
-					t.Fatalf("%s leads alone although its peer only stopped hearing it", other.cfg.Name)
-				}
-				time.Sleep(10 * time.Millisecond)
+			// A primary that has not yet heard of the takeover may stay
+			// "primary" a while: it cannot acknowledge anything without
+			// its replica. Acknowledging alone is the split; it must not
+			// happen in 10 leases of the node's own running.
+			hbs.never(t, repl.RoleSolo, 10*testLease)
+			if other.srv.Role() == repl.RoleSolo {
+				t.Fatalf("%s leads alone although its peer only stopped hearing it", other.cfg.Name)
 			}
 			net.Partition(1, 2, false)
 			waitRole(t, leader, repl.RolePrimary)
@@ -281,8 +280,11 @@ func TestPairFormerReplicaWaitsAlone(t *testing.T) {
 	put(t, a.cli, "solo-only", "2")
 	a.stop()
 
+	hbs := heartbeatLog(t, net, 2)
 	b = pairNode(t, net, dirB, 2, false)
-	time.Sleep(8 * testLease)
+	// A node that led last would lead alone after 2 leases of waiting;
+	// this one must still wait after 8 of its own.
+	hbs.holds(t, repl.RoleWaiting, 8*testLease)
 	if r := b.srv.Role(); r != repl.RoleWaiting {
 		t.Fatalf("former replica alone: role %s, want waiting", r)
 	}

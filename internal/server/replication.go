@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -86,7 +88,26 @@ type replState struct {
 	fwdq      []*proposal // forwarded writes waiting for the next batch
 	dedup     *dedup
 
-	catchupAsked int64 // detector time of the outstanding catch-up request (0: none)
+	// Catch-up and snapshot requests (docs/ARCHITECTURE.md, "Catch-up").
+	// Each request carries an ID and each answer names the request it
+	// answers; only an answer to the outstanding request is acted upon. A
+	// late one may describe a log position or a state this node has left
+	// since (acting on it installed old snapshots over newer state). At
+	// most one of catchupReq and snapReq is outstanding. Repeating a
+	// request for the same position keeps its series: an answer to any
+	// request of the series (IDs first..last) is as good, so a leader
+	// slower than the re-ask interval still gets through.
+	reqSeq                   uint64          // the last request ID used
+	catchupFirst, catchupReq uint64          // the outstanding catch-up series (catchupReq 0: none)
+	catchupPos               repl.CatchupReq // what the series asks for
+	snapFirst, snapReq       uint64          // the outstanding snapshot series (snapReq 0: none)
+	// snapMin is the lowest applied index a snapshot for snapReq may
+	// bring: this node's applied index, or the end of the prefix it shares
+	// with the leader when its suffix diverged. Anything older is stale.
+	snapMin uint64
+	// catchupAsked: detector time of the last request, or of the last
+	// chunk of the snapshot being received.
+	catchupAsked int64
 	// stuck: why this node waits for an operator (empty: it does not).
 	// Set only through setStuck, which also publishes it to Status.
 	stuck string
@@ -114,6 +135,15 @@ type replState struct {
 	// writes this node forwarded instead of failing them (takeOver).
 	adoptForwards bool
 
+	// The fence command runs in fencer, off the apply loop: fenceReq
+	// starts it, fenceRes brings its result back (both hold one). fencing:
+	// it runs; fenced: it just succeeded (set only while onFenced
+	// evaluates the role rules).
+	fenceReq chan struct{}
+	fenceRes chan error
+	fencing  bool
+	fenced   bool
+
 	// Shared with request goroutines (atomics).
 	role       atomic.Uint32 // repl.Role
 	stuckWhy   atomic.Pointer[string]
@@ -124,6 +154,10 @@ type replState struct {
 	// handoffUntil: until this detector time, writes that find this node
 	// not leading wait for the primary it handed over to (0: none).
 	handoffUntil atomic.Int64
+	// resyncing: a snapshot is requested or being installed (snapReq !=
+	// 0). The state is about to be replaced, so the replica holds no read
+	// lease meanwhile (HasLeader).
+	resyncing atomic.Bool
 	// Guarded by Server.mu.
 	fwdWait map[uint64]*proposal
 	kaWait  map[uint64]chan repl.Reply
@@ -136,6 +170,7 @@ const syncWindow = 1024
 // pending is a locally committed leader batch waiting for the replica.
 type pending struct {
 	last    uint64
+	from    int64 // the batch's first revision (rev+1 if it made none)
 	rev     int64
 	at      int64 // detector time of the local commit
 	events  []mvccEvent
@@ -163,7 +198,11 @@ func newReplState(cfg ReplConfig) *replState {
 		kaWait:   map[uint64]chan repl.Reply{},
 	}
 	r.handoverc = make(chan *handover, 1)
+	r.fenceReq, r.fenceRes = make(chan struct{}, 1), make(chan error, 1)
 	r.started = r.det.Now()
+	// A random start keeps a restarted node from reusing the IDs of its
+	// previous run, whose answers may still arrive.
+	r.reqSeq = rand.Uint64() >> 1
 	return r
 }
 
@@ -217,6 +256,9 @@ func (s *Server) HasLeader() bool {
 	case repl.RoleSolo:
 		return true
 	case repl.RolePrimary, repl.RoleReplica:
+		if s.Role() == repl.RoleReplica && s.repl.resyncing.Load() {
+			return false // replacing its state from a snapshot
+		}
 		return s.repl.det.Now() < s.repl.leaseUntil.Load()
 	}
 	return false
@@ -414,10 +456,14 @@ func (s *Server) onTick(ctx context.Context) {
 	s.splitBrainTick(now)
 	s.evaluate(ctx, now)
 	r.leaseUntil.Store(r.det.LeaseUntil())
-	if r.catchupAsked != 0 && now-r.catchupAsked > int64(r.cfg.Lease) {
-		r.catchupAsked = 0 // lost or unanswered: ask again
-		if s.Role() == repl.RoleReplica {
+	if s.Role() == repl.RoleReplica {
+		// Lost or unanswered: ask again, in the same series.
+		switch {
+		case r.catchupReq != 0 && now-r.catchupAsked > int64(r.cfg.Lease):
 			s.askCatchup()
+		case r.snapReq != 0 && now-r.catchupAsked > int64(snapPatience(r.cfg.Lease)):
+			s.log.Warn("no snapshot chunk for a while; asking again", "waited", time.Duration(now-r.catchupAsked).Round(time.Millisecond).String())
+			s.askSnapshot(r.snapMin)
 		}
 	}
 }
@@ -641,17 +687,18 @@ func (s *Server) lead(ctx context.Context, why string) {
 }
 
 // promote makes the replica the leader after its primary's lease expired.
+// With a fence command, the first call starts it (fencer) and returns; the
+// apply loop goes on (heartbeats, messages) while it runs, and onFenced
+// promotes if it succeeded and the reasons to promote still hold.
 func (s *Server) promote(ctx context.Context) {
 	r := s.repl
-	if r.cfg.Fence != nil {
-		fctx, cancel := context.WithTimeout(ctx, r.cfg.Lease*5)
-		err := r.cfg.Fence(fctx)
-		cancel()
-		if err != nil {
-			s.log.Error("fence command failed; not promoting", "err", err)
-			s.setRole(repl.RoleWaiting, "fence failed")
-			return
+	if r.cfg.Fence != nil && !r.fenced {
+		if !r.fencing {
+			r.fencing = true
+			r.fenceReq <- struct{}{} // never blocks: one fence at a time
+			s.log.Warn("primary lost: running the fence command before promoting")
 		}
+		return
 	}
 	if err := s.newEpoch(true); err != nil {
 		s.fail(err)
@@ -666,8 +713,52 @@ func (s *Server) promote(ctx context.Context) {
 	s.setRole(repl.RoleSolo, "primary lost")
 }
 
+// onFenced takes the fence command's result in the apply loop. A success
+// counts only for the promotion it was run for: the role rules are
+// evaluated again now, and promote, if they still call for it, goes
+// ahead without another fence.
+func (s *Server) onFenced(ctx context.Context, err error) {
+	r := s.repl
+	r.fencing = false
+	if s.Role() != repl.RoleReplica {
+		return // the role changed while it ran
+	}
+	if err != nil {
+		s.log.Error("fence command failed; not promoting", "err", err)
+		s.setRole(repl.RoleWaiting, "fence failed")
+		return
+	}
+	r.fenced = true
+	s.evaluate(ctx, r.det.Now())
+	r.fenced = false
+}
+
+// fencer runs the fence command off the apply loop, one request at a
+// time, and hands each result back to it. Owned by Run.
+func (s *Server) fencer(ctx context.Context) error {
+	r := s.repl
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.fenceReq:
+		}
+		fctx, cancel := context.WithTimeout(ctx, r.cfg.Lease*5)
+		err := r.cfg.Fence(fctx)
+		cancel()
+		select {
+		case r.fenceRes <- err:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
 // stepDown leaves leadership; queued and in-flight writes get "request
 // timed out" (they may be in the log that a later primary keeps or drops).
+// Their revisions stay applied here but invisible, and their events are
+// dropped: if the later primary keeps them, the next batch this node makes
+// visible covers them and the watch hub replays them (Hub.NotifyFrom).
 func (s *Server) stepDown(why string) {
 	r := s.repl
 	for _, p := range r.inflight {
@@ -691,12 +782,17 @@ func (s *Server) follow() {
 	r.mergeRev = 0
 	r.following = r.peer.Epoch
 	r.ledLast = false
+	r.catchupReq = 0 // answers to requests made before describe an older peer
 	s.setRole(repl.RoleReplica, "following "+r.peer.Epoch.String())
 	s.askCatchup()
 }
 
+// askCatchup asks the leader for the entries after the applied index. It
+// abandons a snapshot being requested or received. A request for the same
+// position as the outstanding one continues its series.
 func (s *Server) askCatchup() {
 	r := s.repl
+	s.endResync()
 	var prev repl.Epoch
 	if s.appliedIdx > 0 {
 		// The epoch stored with the entry itself (the epoch history may
@@ -710,8 +806,13 @@ func (s *Server) askCatchup() {
 		})
 	}
 	req := repl.CatchupReq{From: s.appliedIdx + 1, Prev: prev}
+	id := s.nextReqID()
+	if r.catchupReq == 0 || r.catchupPos != req {
+		r.catchupFirst = id
+	}
+	r.catchupReq, r.catchupPos = id, req
 	r.catchupAsked = r.det.Now()
-	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindCatchupReq, Index: req.From, Payload: req.Encode()}); err != nil {
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindCatchupReq, Term: id, Index: req.From, Payload: req.Encode()}); err != nil {
 		s.log.Warn("catch-up request not sent", "err", err)
 	}
 }
@@ -766,7 +867,11 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		if m.Kind == repl.KindCatchup {
-			r.catchupAsked = 0
+			if r.catchupReq == 0 || m.Term < r.catchupFirst || m.Term > r.catchupReq {
+				s.m.StaleAnswers.Inc() // not an answer to the outstanding request
+				return
+			}
+			r.catchupReq = 0
 			if m.Flags != 0 {
 				s.onCatchupRefused(m)
 				return
@@ -809,7 +914,7 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		if !s.Role().Leads() {
 			return
 		}
-		job := catchupJob{snapshot: m.Kind == repl.KindSnapReq}
+		job := catchupJob{id: m.Term, snapshot: m.Kind == repl.KindSnapReq}
 		if !job.snapshot {
 			c, err := repl.DecodeCatchupReq(m.Payload)
 			if err != nil {
@@ -901,7 +1006,10 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 func (s *Server) followEntries(es []repl.Entry, fromCatchup bool) {
 	r := s.repl
 	if fromCatchup {
-		r.verified = true // the leader checked our last entry's epoch
+		// The leader checked the epoch of our entry before the first one
+		// asked for. Only an answer to the outstanding request gets here:
+		// an older one may have checked a log this node no longer has.
+		r.verified = true
 	}
 	i := 0
 	for i < len(es) && es[i].Index <= s.appliedIdx {
@@ -917,7 +1025,7 @@ func (s *Server) followEntries(es []repl.Entry, fromCatchup bool) {
 	if !r.verified || es[0].Index != s.appliedIdx+1 {
 		// Not yet known to be a prefix of the leader's log, or a gap:
 		// the live stream ran ahead of us. Fetch from the log.
-		if r.catchupAsked == 0 {
+		if r.catchupReq == 0 && r.snapReq == 0 {
 			s.askCatchup()
 		}
 		return
@@ -954,6 +1062,7 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	epoch := s.currentEpoch()
 	merged := false
 	var newEpochs []repl.EpochRecord
+	_, before, _ := s.store.Revs()
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for i := range es {
 			e := &es[i]
@@ -1021,7 +1130,10 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	s.mu.Unlock()
 	_, cur, _ := s.store.Revs()
 	s.store.MarkDurable(cur)
-	s.hub.Notify(cur, events)
+	// Revisions up to before that the hub never got (the batches a
+	// step-down dropped, now confirmed by the new primary's log) are
+	// visible from now on too: their watchers replay them from history.
+	s.hub.NotifyFrom(before+1, cur, events)
 	if merged {
 		s.hub.Reset()
 		s.log.Warn("merged after a split brain: every watch was cancelled as compacted", "revision", cur)
@@ -1074,7 +1186,9 @@ func (s *Server) releaseCommitted() {
 // release makes a committed batch visible and answers its callers.
 func (s *Server) release(p *pending) {
 	s.store.MarkDurable(p.rev)
-	s.hub.Notify(p.rev, p.events)
+	// From the batch's first revision: batches dropped by a step-down
+	// below it become visible with it (their watchers replay them).
+	s.hub.NotifyFrom(p.from, p.rev, p.events)
 	if p.merged {
 		s.hub.Reset()
 		s.log.Warn("merged after a split brain: every watch was cancelled as compacted", "revision", p.rev)
@@ -1175,6 +1289,7 @@ func (s *Server) forwardKeepAlive(ctx context.Context, id int64) (int64, error) 
 
 // catchupJob is a catch-up or snapshot request for the catch-up server.
 type catchupJob struct {
+	id       uint64 // the request's ID: every answer carries it (Message.Term)
 	req      repl.CatchupReq
 	snapshot bool
 }
@@ -1191,12 +1306,12 @@ func (s *Server) catchupServer(ctx context.Context) error {
 		case job = <-r.catchupc:
 		}
 		if job.snapshot {
-			if err := s.sendSnapshot(ctx); err != nil {
+			if err := s.sendSnapshot(ctx, job.id); err != nil {
 				s.log.Error("snapshot for the replica failed", "err", err)
 			}
 			continue
 		}
-		m, err := s.catchupAnswer(job.req)
+		m, err := s.catchupAnswer(job.id, job.req)
 		if err == nil {
 			err = failpoint.Hit(failpoint.CatchupServe)
 		}
@@ -1213,9 +1328,9 @@ func (s *Server) catchupServer(ctx context.Context) error {
 
 // catchupAnswer reads the entries a catch-up request asks for, or says
 // why the log cannot serve it.
-func (s *Server) catchupAnswer(c repl.CatchupReq) (*transport.Message, error) {
+func (s *Server) catchupAnswer(id uint64, c repl.CatchupReq) (*transport.Message, error) {
 	const chunk = 4 << 20
-	m := &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Index: c.From}
+	m := &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Term: id, Index: c.From}
 	err := s.be.View(func(tx storage.ReadTx) error {
 		first, last, err := repl.Bounds(tx)
 		if err != nil {
@@ -1260,8 +1375,8 @@ func (s *Server) catchupAnswer(c repl.CatchupReq) (*transport.Message, error) {
 const snapChunk = 1 << 20
 
 // sendSnapshot streams an etcd-format snapshot of the data file to the
-// replica.
-func (s *Server) sendSnapshot(ctx context.Context) error {
+// replica, as the answer to its request id.
+func (s *Server) sendSnapshot(ctx context.Context, id uint64) error {
 	f, err := os.CreateTemp(filepath.Dir(s.be.Path()), "resync-out-*")
 	if err != nil {
 		return err
@@ -1274,7 +1389,6 @@ func (s *Server) sendSnapshot(ctx context.Context) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	id := uint64(time.Now().UnixNano())
 	buf := make([]byte, snapChunk)
 	var off uint64
 	for {
@@ -1309,9 +1423,11 @@ type incomingSnap struct {
 	f   *os.File
 }
 
-// onCatchupRefused handles a catch-up the leader cannot serve from its log.
+// onCatchupRefused handles a catch-up the leader cannot serve from its log
+// (an answer to the outstanding request).
 func (s *Server) onCatchupRefused(m *transport.Message) {
 	r := s.repl
+	keep := s.appliedIdx
 	if m.Flags&repl.FlagDiverged != 0 {
 		leader, err := repl.DecodeEpochs(m.Payload)
 		if err != nil {
@@ -1324,36 +1440,77 @@ func (s *Server) onCatchupRefused(m *transport.Message) {
 			s.onSplitBrain(leader)
 			return
 		}
-		s.log.Warn("dropping a synchronous suffix that was never acknowledged: resyncing from the leader", "applied-index", s.appliedIdx)
+		keep = repl.Divergence(r.epochs, leader, s.appliedIdx)
+		s.log.Warn("dropping a synchronous suffix that was never acknowledged: resyncing from the leader", "applied-index", s.appliedIdx, "common-prefix", keep)
 	} else {
 		s.log.Warn("the leader's log no longer reaches this node: resyncing from a snapshot", "applied-index", s.appliedIdx)
 	}
-	s.askSnapshot()
+	s.askSnapshot(keep)
 }
 
-func (s *Server) askSnapshot() {
+// snapPatience is how long a replica waits for the next chunk of the
+// snapshot it asked for before it asks again. Building a snapshot takes
+// time in proportion to the data, not to the lease: asking again every
+// lease made the leader build one snapshot after another.
+func snapPatience(lease time.Duration) time.Duration { return max(20*lease, 10*time.Second) }
+
+// nextReqID returns a new catch-up or snapshot request ID.
+func (s *Server) nextReqID() uint64 {
+	s.repl.reqSeq++
+	return s.repl.reqSeq
+}
+
+// askSnapshot asks the leader for a snapshot of its data file that holds
+// at least the entries up to index floor. From now until it is installed
+// (or abandoned) the replica is not verified and holds no read lease. A
+// request repeated with the same floor continues the series.
+func (s *Server) askSnapshot(floor uint64) {
 	r := s.repl
 	if r.snap != nil {
 		r.snap.f.Close()
 		os.Remove(r.snap.f.Name())
 		r.snap = nil
 	}
+	id := s.nextReqID()
+	if r.snapReq == 0 || r.snapMin != floor {
+		r.snapFirst = id
+	}
+	r.snapReq, r.snapMin = id, floor
+	r.catchupReq = 0
+	r.verified = false
+	r.resyncing.Store(true)
+	r.leaseUntil.Store(0)
 	r.catchupAsked = r.det.Now()
-	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindSnapReq}); err != nil {
+	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindSnapReq, Term: id, Index: floor}); err != nil {
 		s.log.Warn("snapshot request not sent", "err", err)
 	}
 }
 
-// onSnapChunk writes one snapshot chunk; the last one installs it.
+// endResync forgets the outstanding snapshot request and any snapshot
+// being received.
+func (s *Server) endResync() {
+	r := s.repl
+	if r.snap != nil {
+		r.snap.f.Close()
+		os.Remove(r.snap.f.Name())
+		r.snap = nil
+	}
+	r.snapReq = 0
+	r.resyncing.Store(false)
+}
+
+// errStaleSnapshot: a snapshot older than the replica's floor (snapMin).
+var errStaleSnapshot = errors.New("the snapshot is older than this node's state")
+
+// onSnapChunk writes one chunk of the snapshot this replica asked for; the
+// last one installs it. Chunks of any other stream are ignored: a
+// snapshot nobody asked for may be older than what this node applied.
 func (s *Server) onSnapChunk(m *transport.Message) {
 	r := s.repl
-	if r.snap == nil || r.snap.id != m.Term {
-		if m.Index != 0 {
-			return // the tail of a snapshot we are not receiving
-		}
-		if r.snap != nil {
-			r.snap.f.Close()
-			os.Remove(r.snap.f.Name())
+	if r.snap == nil {
+		if r.snapReq == 0 || m.Term < r.snapFirst || m.Term > r.snapReq || m.Index != 0 {
+			s.m.StaleAnswers.Inc()
+			return
 		}
 		f, err := os.CreateTemp(filepath.Dir(s.be.Path()), "resync-in-*")
 		if err != nil {
@@ -1361,12 +1518,15 @@ func (s *Server) onSnapChunk(m *transport.Message) {
 			return
 		}
 		r.snap = &incomingSnap{id: m.Term, f: f}
+	} else if m.Term != r.snap.id {
+		s.m.StaleAnswers.Inc()
+		return
 	}
 	r.catchupAsked = r.det.Now()
 	sn := r.snap
 	if m.Index != sn.off {
 		s.log.Warn("snapshot chunk out of order; asking again", "want", sn.off, "got", m.Index)
-		s.askSnapshot()
+		s.askSnapshot(r.snapMin)
 		return
 	}
 	if _, err := sn.f.Write(m.Payload); err != nil {
@@ -1390,18 +1550,27 @@ func (s *Server) onSnapChunk(m *transport.Message) {
 		s.fail(err)
 		return
 	}
-	if err := s.installSnapshot(path); err != nil {
+	err := s.installSnapshot(path, r.snapMin)
+	if errors.Is(err, errStaleSnapshot) {
+		// Nothing was replaced. Start over from the log.
+		s.log.Warn("ignoring a snapshot older than this node's state", "err", err)
+		s.m.StaleAnswers.Inc()
+		s.askCatchup()
+		return
+	}
+	if err != nil {
 		s.fail(fmt.Errorf("installing the leader's snapshot: %w", err))
 		return
 	}
-	r.catchupAsked = 0
 	s.askCatchup()
 }
 
 // installSnapshot replaces this node's whole state with the leader's
-// snapshot. The apply loop calls it while following, so no write is in
-// progress; the compactor is held off.
-func (s *Server) installSnapshot(path string) error {
+// snapshot, unless the snapshot's applied index is below floor
+// (errStaleSnapshot, nothing changed). The apply loop calls it while
+// following, so no write is in progress; the compactor is held off. The
+// caller holds no read lease (resyncing) until it returns.
+func (s *Server) installSnapshot(path string, floor uint64) error {
 	r := s.repl
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
@@ -1420,6 +1589,9 @@ func (s *Server) installSnapshot(path string) error {
 	err := s.be.Replace(path, func(tx storage.WriteTx) error {
 		if c := storage.Uint64(tx.Get(storage.BucketMeta, metaClusterID)); c != s.clusterID {
 			return fmt.Errorf("the leader's snapshot belongs to cluster %x, not %x", c, s.clusterID)
+		}
+		if ci := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex)); ci < floor {
+			return fmt.Errorf("%w: it holds entries up to %d, this node needs at least %d", errStaleSnapshot, ci, floor)
 		}
 		return tx.Put(storage.BucketMeta, metaMemberID, storage.PutUint64(s.memberID))
 	})
@@ -1459,6 +1631,7 @@ func (s *Server) installSnapshot(path string) error {
 	s.hub.Reset()
 	s.signalVisible()
 	s.refreshGauges()
+	s.m.SnapshotsInstalled.Inc()
 	s.log.Warn("installed the leader's snapshot; every watch was cancelled as compacted", "applied-index", applied, "revision", s.store.ReadableRev())
 	return nil
 }

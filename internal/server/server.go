@@ -351,6 +351,9 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		run(s.catchupServer)
 		run(s.logTrimmer)
+		if r.cfg.Fence != nil {
+			run(s.fencer)
+		}
 	}
 	close(s.readyc)
 	wg.Wait()

@@ -255,7 +255,10 @@ func (s *Server) splitBrainTick(now int64) {
 	}
 	if s.peerFresh(now) && r.peer.Role.Leads() && r.peer.Rev > r.mergeRev {
 		r.mergeRev = 0
-		s.askSnapshot()
+		// No index floor: this node's diverged suffix goes (it is in the
+		// conflict records), and only a snapshot asked for from here on,
+		// taken after the merge, is accepted.
+		s.askSnapshot(0)
 		return
 	}
 	if now-r.mergeAsked > int64(r.cfg.Lease) {

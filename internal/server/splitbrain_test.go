@@ -150,9 +150,10 @@ func TestSplitBrainManual(t *testing.T) {
 	net, a, b, dirB := splitPair(t, true)
 	put(t, a.cli, "a-only", "1")
 	put(t, b.cli, "b-only", "2")
+	hbs := heartbeatLog(t, net, 2)
 	net.Partition(1, 2, false)
 	s := onlySet(t, dirB)
-	time.Sleep(5 * testLease)
+	hbs.holds(t, repl.RoleWaiting, 5*testLease)
 	if r := b.srv.Role(); r != repl.RoleWaiting {
 		t.Fatalf("the loser under the manual policy is %s before acceptance", r)
 	}

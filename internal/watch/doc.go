@@ -11,6 +11,10 @@
 // writer handed to Notify. It, not the store's readable revision, is the
 // upper bound of every history read, the revision of progress responses and
 // the base of a start_revision of 0. Nothing above it is ever delivered.
+// A writer that made revisions visible without handing their events over
+// says so with NotifyFrom (the first revision whose events it passes):
+// every synced watcher owed one of the skipped revisions turns unsynced
+// and replays them from history, so no visible revision is skipped.
 //
 // # Watcher states
 //

@@ -266,6 +266,51 @@ func (c *collector) waitFor(t *testing.T, what string, cond func([]*pb.WatchResp
 	}
 }
 
+// settle asks s for a progress response and waits for it. The hub answers
+// only once every watcher of s is synced and past its start revision, with
+// every event up to its notified revision already queued on s ahead of the
+// answer, so when it returns nothing notified so far can still arrive.
+func (c *collector) settle(t *testing.T, s *Stream) []*pb.WatchResponse {
+	t.Helper()
+	n := len(c.snapshot())
+	s.RequestProgress()
+	return c.waitFor(t, "a progress response", func(rs []*pb.WatchResponse) bool {
+		for _, r := range rs[n:] {
+			if r.WatchId == InvalidWatchID && !r.Created && !r.Canceled && len(r.Events) == 0 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// syncBarrier returns once Run has completed a sync round that started
+// after the call: it opens, on a stream of its own, a watcher of key that
+// must be caught up from history (start revision = the notified one, whose
+// write must have touched key) and waits for its events. A round serves
+// every unsynced watcher whose stream has room, up to MaxWatchersPerSync, so
+// whatever such a watcher could be sent by Run is queued by then.
+func (w *world) syncBarrier(t *testing.T, key string) {
+	t.Helper()
+	s := w.hub.NewStream(16)
+	defer s.Close()
+	id, err := s.Watch(&pb.WatchCreateRequest{Key: []byte(key), StartRevision: w.hub.Rev()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-s.Responses():
+			if r.WatchId == id && (len(r.Events) > 0 || r.Canceled) {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no sync round within 10s")
+		}
+	}
+}
+
 // drain reads everything queued on s right now without blocking.
 func drain(s *Stream) []*pb.WatchResponse {
 	var out []*pb.WatchResponse

@@ -120,8 +120,28 @@ func (h *Hub) Rev() int64 {
 func (h *Hub) Notify(rev int64, evs []mvccpb.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.notifyLocked(h.notified+1, rev, evs)
+}
+
+// NotifyFrom is Notify for a writer that holds the events of revisions
+// from..rev only. Revisions after the previous Notify and before from
+// became visible as well (the writer made them durable without handing
+// out their events, as a primary that stepped down does with its
+// unacknowledged batches); every synced watcher owed any of them becomes
+// unsynced and gets them, with the rest, from history. So every revision
+// that becomes visible reaches every watcher that wants it.
+func (h *Hub) NotifyFrom(from, rev int64, evs []mvccpb.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.notifyLocked(from, rev, evs)
+}
+
+func (h *Hub) notifyLocked(from, rev int64, evs []mvccpb.Event) {
 	if rev <= h.notified {
 		return
+	}
+	if from > h.notified+1 {
+		h.unsyncBeforeLocked(from)
 	}
 	prev := h.notified
 	h.notified = rev
@@ -182,6 +202,38 @@ func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
 		w.next = max(w.next, prev+1)
 		h.unsynced[w] = struct{}{}
 		h.unsyncs++
+		h.wake()
+	}
+}
+
+// unsyncBeforeLocked moves every synced watcher that still expects a
+// revision below from (from > notified+1) to unsynced: Notify will not
+// hand it those events, Run replays them from history (bounded by
+// notified, as always).
+func (h *Hub) unsyncBeforeLocked(from int64) {
+	var owed []*watcher
+	for _, ws := range h.synced.single {
+		for w := range ws {
+			if w.next < from {
+				owed = append(owed, w)
+			}
+		}
+	}
+	for w := range h.synced.ranges {
+		if w.next < from {
+			owed = append(owed, w)
+		}
+	}
+	for _, w := range owed {
+		h.synced.remove(w)
+		w.state = stateUnsynced
+		// Synced: it has everything up to notified (next may lag behind
+		// for a watcher that matched nothing lately).
+		w.next = max(w.next, h.notified+1)
+		h.unsynced[w] = struct{}{}
+		h.unsyncs++
+	}
+	if len(owed) > 0 {
 		h.wake()
 	}
 }

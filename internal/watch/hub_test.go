@@ -66,7 +66,7 @@ func TestWatchSemantics(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			want := w.expected(tc.req, base)
-			rs := c.waitFor(t, "events", func(rs []*pb.WatchResponse) bool {
+			c.waitFor(t, "events", func(rs []*pb.WatchResponse) bool {
 				n := 0
 				for _, r := range rs {
 					if r.WatchId == ids[i] {
@@ -75,8 +75,7 @@ func TestWatchSemantics(t *testing.T) {
 				}
 				return n >= len(want)
 			})
-			time.Sleep(5 * time.Millisecond) // nothing more may come
-			rs = c.snapshot()
+			rs := c.settle(t, s) // nothing more may come
 			sameEvents(t, tc.name, eventsOf(t, rs, ids[i]), want)
 			for _, r := range rs {
 				if r.WatchId == ids[i] && r.Created && r.Header.Revision != base {
@@ -209,8 +208,7 @@ func TestSlowConsumer(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
-	waitSynced()
-	time.Sleep(20 * time.Millisecond)
+	waitSynced() // every event is queued; the readers' leftovers are drained below
 	close(stop)
 	for range subs {
 		<-readers
@@ -280,7 +278,7 @@ func TestCompaction(t *testing.T) {
 					want = append(want, e)
 				}
 			}
-			rs := c.waitFor(t, "events", func(rs []*pb.WatchResponse) bool { return len(rs) >= 2 })
+			rs := c.settle(t, s) // all of the history, and nothing more
 			sameEvents(t, tc.name, eventsOf(t, rs, id), want)
 		})
 	}
@@ -324,7 +322,7 @@ func TestUnsyncedFallsBehindCompaction(t *testing.T) {
 		}
 	}
 	w.write(put("k1", "again"))
-	time.Sleep(20 * time.Millisecond)
+	w.syncBarrier(t, "k1") // Notify and a sync round are past
 	if more := drain(s); len(more) != 0 {
 		t.Fatalf("responses after compacted cancel: %s", dump(more))
 	}
@@ -621,7 +619,19 @@ func TestCloseReleasesWatch(t *testing.T) {
 		_, err := s.Watch(&pb.WatchCreateRequest{Key: []byte("b")})
 		errc <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	// Wait until the second watcher is registered (its ID taken): from
+	// then on its Watch is queueing, or about to queue, its Created
+	// response into the full buffer.
+	for registered := false; !registered; {
+		w.hub.mu.Lock()
+		registered = len(s.watchers) == 2
+		w.hub.mu.Unlock()
+		select {
+		case err := <-errc:
+			t.Fatalf("Watch returned %v with the buffer full", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	s.Close()
 	select {
 	case err := <-errc:
@@ -681,4 +691,44 @@ func TestResetCompactRevisionResumable(t *testing.T) {
 			t.Fatalf("a watch from the compact revision it was told was refused again: %s", dump(rs))
 		}
 	}
+}
+
+// Revisions that become visible without their events being handed to
+// the hub (a writer that made them durable in a batch it later dropped)
+// still reach every watcher that wants them: NotifyFrom sends the synced
+// watchers owed them to history. A watcher that only wants later
+// revisions is not disturbed.
+func TestNotifyFromReplaysSkippedRevisions(t *testing.T) {
+	w := newWorld(t, fastOpts)
+	w.run()
+	w.write(put("a", "1"))
+	s := w.hub.NewStream(64)
+	c := collect(t, s)
+	base := w.hub.Rev()
+	req := &pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("b"), WatchId: 1}
+	if _, err := s.Watch(req); err != nil {
+		t.Fatal(err)
+	}
+	// Two revisions are made durable but never notified...
+	w.txn(put("a", "2"))
+	w.txn(put("ab", "1"))
+	future := &pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("b"), StartRevision: w.rev + 1, WatchId: 2}
+	if _, err := s.Watch(future); err != nil {
+		t.Fatal(err)
+	}
+	// ...then the next batch is notified with its own events only.
+	from := w.rev + 1
+	evs := w.txn(put("a", "3"))
+	w.hub.NotifyFrom(from, w.rev, evs)
+
+	want := w.expected(req, base)
+	if len(want) != 3 {
+		t.Fatalf("reference has %d events, want 3", len(want))
+	}
+	c.waitFor(t, "every event", func(rs []*pb.WatchResponse) bool { return len(eventsOf(t, rs, 1)) >= len(want) })
+	w.write(put("a", "4")) // a later ordinary Notify: the watcher is synced again
+	want = w.expected(req, base)
+	rs := c.waitFor(t, "the next event", func(rs []*pb.WatchResponse) bool { return len(eventsOf(t, rs, 1)) >= len(want) })
+	sameEvents(t, "owed watcher", eventsOf(t, rs, 1), want)
+	sameEvents(t, "future watcher", eventsOf(t, rs, 2), w.expected(future, base))
 }

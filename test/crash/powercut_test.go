@@ -31,11 +31,14 @@ func envInt(name string, def int64) int64 {
 	return def
 }
 
-// powerCutTrigger is how one cycle's power cut is chosen.
+// powerCutTrigger is how one cycle's power cut is chosen. Every kind aims
+// at a moment when the file system holds unsynced data, so that the cut
+// has something to roll back or tear: a cut between two group commits
+// (everything synced) would test nothing.
 type powerCutTrigger struct {
 	name  string
 	arm   powerfs.Trigger
-	delay time.Duration // for a timed cut
+	delay time.Duration // for a timed cut: then cut just after the next write
 }
 
 func pickTrigger(rng *rand.Rand, cycle int) powerCutTrigger {
@@ -43,27 +46,42 @@ func pickTrigger(rng *rand.Rand, cycle int) powerCutTrigger {
 	case 0:
 		return powerCutTrigger{name: "timed", delay: time.Duration(100+rng.Intn(700)) * time.Millisecond}
 	case 1:
-		// Just after a durable fsync: before the caller can act on it.
+		// Just after a write, before the fsync that would make it
+		// durable: the commit in flight is not acknowledged yet.
 		n := 1 + rng.Intn(300)
-		return powerCutTrigger{name: fmt.Sprintf("after-fsync-%d", n), arm: powerfs.Trigger{AfterSync: n}}
+		return powerCutTrigger{name: fmt.Sprintf("after-write-%d", n), arm: powerfs.Trigger{AfterWrite: n}}
 	default:
-		// Instead of a write: mid-commit, the pages of a bbolt
-		// transaction half written.
-		n := 1 + rng.Intn(1500)
-		return powerCutTrigger{name: fmt.Sprintf("at-write-%d", n), arm: powerfs.Trigger{AtWrite: n}}
+		// Instead of a write that follows other unsynced writes:
+		// mid-commit, the pages of a bbolt transaction half written.
+		n := 1 + rng.Intn(300)
+		return powerCutTrigger{name: fmt.Sprintf("mid-commit-%d", n), arm: powerfs.Trigger{AtWrite: n, Unsynced: true}}
 	}
 }
+
+// hit reports whether a crash found unsynced changes: sectors of file data
+// rolled back, or kept by a torn crash, or directory operations undone.
+func hit(rep powerfs.Report) bool {
+	return rep.SectorsLost > 0 || rep.SectorsKept > 0 || rep.DirOpsUndone > 0
+}
+
+// rolledBack reports whether a crash undid anything.
+func rolledBack(rep powerfs.Report) bool { return rep.SectorsLost > 0 || rep.DirOpsUndone > 0 }
 
 // rng2 is a cheap per-cycle jitter for the maintenance loop, which runs
 // beside the test goroutine and so must not share its rand.Rand.
 func rng2(cycle int) int { return (cycle * 37) % 200 }
 
 // TestPowerCut runs dyad on powerfs and cuts the power again and again
-// while 8 clients write and the data file is defragmented over and over:
-// at a random moment, just after a random fsync, or
-// instead of a random write. Unsynced data is then rolled back, all of it
-// or a torn subset of sectors, and dyad restarts on what a rebooted
-// machine would find. After each restart:
+// while 8 clients write and the data file is defragmented over and over,
+// each time while unsynced data is held: just after the first write that
+// follows a random delay, just after a random write, or instead of a
+// random write in the middle of a commit (counting only writes that change
+// the file). Unsynced data is then rolled back, all of it or a torn subset
+// of sectors, and dyad restarts on what a rebooted machine would find.
+// Else the test would exercise nothing, so every cut whose trigger fired
+// must find unsynced changes (and roll them back, in a clean crash; a torn
+// one may keep them all), and more than half of all the cuts must find
+// some, whether their trigger fired in time or not. After each restart:
 //   - every acknowledged write is there at the revision it was
 //     acknowledged at (none lost);
 //   - the revision never runs backwards;
@@ -99,7 +117,7 @@ func TestPowerCut(t *testing.T) {
 	var lastRev int64
 	defrags := 0
 	var stats struct {
-		cuts, torn, restarts, dirOps, files, sectorsLost, sectorsKept int
+		cuts, torn, hit, rolledBack, restarts, dirOps, files, sectorsLost, sectorsKept int
 	}
 	for cycle := 0; cycle < cycles; cycle++ {
 		trig := pickTrigger(rng, cycle)
@@ -155,18 +173,22 @@ func TestPowerCut(t *testing.T) {
 				cc()
 			}
 		}()
-		timer := time.NewTimer(trig.delay)
-		if trig.delay == 0 {
-			timer.Reset(5 * time.Second) // a trigger not reached in time
+		if trig.delay > 0 {
+			<-time.After(trig.delay) // a random moment into the writes
+			pfs.Arm(powerfs.Trigger{AfterWrite: 1})
 		}
+		// A trigger not reached in time (the writers stalled) falls
+		// back to a cut at once, which may find nothing unsynced; the
+		// bite count below tells.
+		fellBack := false
 		select {
 		case <-pfs.CutC():
-		case <-timer.C:
+		case <-time.After(5 * time.Second):
+			fellBack = true
 		}
-		timer.Stop()
 		pfs.Cut()
 		tCut := time.Now()
-		t.Logf("cycle %d: cut after %v", cycle, tCut.Sub(tStart))
+		t.Logf("cycle %d: cut after %v (trigger reached: %v)", cycle, tCut.Sub(tStart), !fellBack)
 		srv.Kill()
 		tKill := time.Now()
 		cancel()
@@ -180,6 +202,19 @@ func TestPowerCut(t *testing.T) {
 		stats.cuts++
 		if mode == powerfs.Torn {
 			stats.torn++
+		}
+		if hit(rep) {
+			stats.hit++
+		}
+		if rolledBack(rep) {
+			stats.rolledBack++
+		}
+		switch {
+		case fellBack:
+		case !hit(rep):
+			t.Fatalf("cycle %d (%s, %s): the cut found nothing unsynced (%+v)", cycle, trig.name, mode, rep)
+		case mode == powerfs.Clean && !rolledBack(rep):
+			t.Fatalf("cycle %d (%s, clean): the crash rolled nothing back (%+v)", cycle, trig.name, rep)
 		}
 		stats.dirOps += rep.DirOpsUndone
 		stats.files += rep.FilesReverted
@@ -240,14 +275,22 @@ func TestPowerCut(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkpoints[rev] = hk.Hash
-		t.Logf("cycle %d (%s, %s): %d acknowledged writes all present, revision %d; rolled back %+v",
-			cycle, trig.name, mode, len(acked), rev, rep)
+		t.Logf("cycle %d (%s, %s): %d acknowledged writes all present, revision %d; rolled back: "+
+			"files %d, sectors lost %d / kept %d, dir ops %d",
+			cycle, trig.name, mode, len(acked), rev, rep.FilesReverted, rep.SectorsLost, rep.SectorsKept,
+			rep.DirOpsUndone)
 	}
+	t.Logf("FIGURES power cuts %d (torn %d; found unsynced changes %d, rolled something back %d), restarts %d, acknowledged writes checked %d, lost 0, "+
+		"HashKV checkpoints %d, defrags %d; rolled back: dir ops %d, files %d, sectors lost %d / kept %d",
+		stats.cuts, stats.torn, stats.hit, stats.rolledBack, stats.restarts, len(acked), len(checkpoints), defrags, stats.dirOps,
+		stats.files, stats.sectorsLost, stats.sectorsKept)
 	if len(acked) < 100 {
 		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", len(acked))
 	}
-	t.Logf("FIGURES power cuts %d (torn %d), restarts %d, acknowledged writes checked %d, lost 0, "+
-		"HashKV checkpoints %d, defrags %d; rolled back: dir ops %d, files %d, sectors lost %d / kept %d",
-		stats.cuts, stats.torn, stats.restarts, len(acked), len(checkpoints), defrags, stats.dirOps, stats.files,
-		stats.sectorsLost, stats.sectorsKept)
+	// Cuts whose trigger fired were checked above; this bounds the ones
+	// that fell back to a cut at an arbitrary moment.
+	if need := stats.cuts/2 + 1; stats.hit < need {
+		t.Fatalf("only %d of %d power cuts found unsynced changes (need %d): the cuts missed the unsynced data",
+			stats.hit, stats.cuts, need)
+	}
 }

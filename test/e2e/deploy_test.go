@@ -56,12 +56,18 @@ func repoFile(t *testing.T, rel string) []byte {
 	return b
 }
 
-// The static-pod manifest is a valid Pod with host networking whose dyad
-// command line uses only flags dyad serve has.
+// The static-pod manifests (one per zone) are valid Pods with host
+// networking whose dyad command lines use only flags dyad serve has.
 func TestDeployStaticPod(t *testing.T) {
+	for _, zone := range []string{"a", "b"} {
+		t.Run(zone, func(t *testing.T) { checkStaticPod(t, "deploy/kubernetes/dyad-zone-"+zone+".yaml") })
+	}
+}
+
+func checkStaticPod(t *testing.T, path string) {
 	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(repoFile(t, "deploy/kubernetes/dyad-static-pod.yaml"), &pod); err != nil {
-		t.Fatalf("deploy/kubernetes/dyad-static-pod.yaml is not a Pod: %v", err)
+	if err := yaml.UnmarshalStrict(repoFile(t, path), &pod); err != nil {
+		t.Fatalf("%s is not a Pod: %v", path, err)
 	}
 	if !pod.Spec.HostNetwork || pod.Namespace != "kube-system" || pod.Spec.PriorityClassName != "system-node-critical" {
 		t.Fatalf("static pod: hostNetwork=%v namespace=%q priorityClassName=%q, want true, kube-system, system-node-critical",

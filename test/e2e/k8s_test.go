@@ -93,7 +93,8 @@ func countReady(nodes []corev1.Node, zone string) int {
 
 // waitFor polls cond through zone via's client every 250 ms until it holds
 // and returns how long that took; errors from the API count as "not yet"
-// (the last one is reported on timeout).
+// (the last one is reported on timeout), and each is logged and counted
+// (site.apiErrors) so that a scenario can require that there were none.
 func (s *site) waitFor(within time.Duration, what string, cond func(*kubernetes.Clientset) (bool, error), via testutil.Zone) time.Duration {
 	s.t.Helper()
 	start := time.Now()
@@ -105,6 +106,8 @@ func (s *site) waitFor(within time.Duration, what string, cond func(*kubernetes.
 		}
 		if err != nil {
 			last = err
+			s.apiErrors.Add(1)
+			s.t.Logf("API ERROR (%s, through zone %v): %v", what, via, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

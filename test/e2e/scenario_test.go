@@ -139,6 +139,22 @@ type zoneLossResult struct {
 	newDeploy   time.Duration // a Deployment created during the loss: creation -> Running
 	rejoin      time.Duration // restart of the zone -> store agrees, its nodes Ready
 	lost        int
+	// From the loss to the end of the rejoin: API errors the checks
+	// retried past (the first check runs once writes have resumed, so the
+	// failover itself is not counted), stuck pods nudged, and restarts of
+	// supervised processes (controller-manager, scheduler, kwok, ...).
+	apiErrors, nudges, restarts int
+}
+
+// quiet fails t unless the zone loss r went by without an API error after
+// the failover, a nudged pod, or a restarted control-plane process: what
+// "losing a zone keeps the cluster working" promises beyond the timings.
+func (r zoneLossResult) quiet(t *testing.T) {
+	t.Helper()
+	if r.apiErrors != 0 || r.nudges != 0 || r.restarts != 0 {
+		t.Errorf("zone loss not transparent after the failover: %d API errors, %d stuck pods nudged, %d process restarts (see API ERROR, NUDGE and restarting lines)",
+			r.apiErrors, r.nudges, r.restarts)
+	}
 }
 
 // zoneLoss kills zone kill entirely while Deployment app (replicas pods
@@ -166,6 +182,7 @@ func (s *site) zoneLoss(kill testutil.Zone, app string, replicas int, expectWrit
 	}
 
 	t.Logf("killing zone %v (store members, apiserver, controller-manager, scheduler, kwok)", kill)
+	apiErrors0, nudges0, restarts0 := s.apiErrors.Load(), s.nudges.Load(), s.restarts()
 	lossAt := time.Now()
 	s.killZone(kill)
 	cs := s.clients[survivor]
@@ -266,7 +283,11 @@ func (s *site) zoneLoss(kill testutil.Zone, app string, replicas int, expectWrit
 			t.Errorf("%d objects lost after zone %v rejoined (seen through zone %v):\n%s", len(miss), kill, z, strings.Join(miss, "\n"))
 		}
 	}
-	t.Logf("zone %v rejoined in %v; %d objects compared, %d lost", kill, r.rejoin.Round(10*time.Millisecond), len(during), r.lost)
+	r.apiErrors = int(s.apiErrors.Load() - apiErrors0)
+	r.nudges = int(s.nudges.Load() - nudges0)
+	r.restarts = s.restarts() - restarts0
+	t.Logf("zone %v rejoined in %v; %d objects compared, %d lost; across the loss: %d API errors, %d pods nudged, %d process restarts",
+		kill, r.rejoin.Round(10*time.Millisecond), len(during), r.lost, r.apiErrors, r.nudges, r.restarts)
 	return r
 }
 

@@ -121,7 +121,8 @@ type site struct {
 	token string
 	pki   *pki // nil without opts.mtls
 
-	nudges atomic.Int64 // stuck pods deleted by nudgeIfStuck
+	nudges    atomic.Int64 // stuck pods deleted by nudgeIfStuck
+	apiErrors atomic.Int64 // API errors waitFor retried past
 
 	mu          sync.Mutex
 	supervisors []*supervisor // every one ever started; guarded by mu

@@ -119,8 +119,8 @@ func TestColdStartBoth(t *testing.T) {
 	putMany(t, z, leader, 2000, "k")
 	z.kill(0)
 	z.kill(1)
-	z.start(1 - leader) // the former replica first: it must wait
-	time.Sleep(4 * z.lease)
+	z.start(1 - leader)           // the former replica first: it must wait
+	z.runFor(1-leader, 4*z.lease) // a node that led last leads after 2
 	if m, l := z.leader(1 - leader); m == 0 || l != 0 {
 		t.Fatalf("the former replica, alone, reports leader %x (member %x): it must wait", l, m)
 	}
@@ -150,7 +150,7 @@ func TestFormerReplicaWaitsAlone(t *testing.T) {
 	putMany(t, z, leader, 500, "solo") // acknowledged alone
 	z.kill(leader)
 	z.start(replica)
-	time.Sleep(4 * z.lease)
+	z.runFor(replica, 4*z.lease) // a node that led last leads after 2
 	if m, l := z.leader(replica); m == 0 || l != 0 {
 		t.Fatalf("the former replica, alone, reports leader %x (member %x): it must wait", l, m)
 	}

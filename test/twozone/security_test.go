@@ -134,8 +134,10 @@ func TestPeerWithoutCredentialsNeverJoins(t *testing.T) {
 			z.start(1, args...)
 			logPath := z.Proc(testutil.ZoneB).LogPath()
 			defer z.kill(1)
-			// Write on a for longer than discovery plus a DDS Security
-			// handshake (about 0.3 s) and a peer lease.
+			// Write on a, then let the intruder run for longer than
+			// discovery plus a DDS Security handshake (about 0.3 s) and
+			// two peer leases of its own (its ticks, not a sleep: on a
+			// loaded machine it may barely run in a given wall time).
 			cli := z.client(0)
 			for k := 0; k < 30; k++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -145,8 +147,8 @@ func TestPeerWithoutCredentialsNeverJoins(t *testing.T) {
 					t.Fatalf("write on a while the intruder runs: %v", err)
 				}
 				written++
-				time.Sleep(100 * time.Millisecond)
 			}
+			z.runFor(1, 3*z.lease)
 			b, _ := os.ReadFile(logPath)
 			if !strings.Contains(string(b), "msg=serving") {
 				t.Fatalf("the intruder did not run, so it tested nothing:\n%s", b)

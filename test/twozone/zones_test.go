@@ -1,7 +1,11 @@
 package twozone
 
 import (
+	"bufio"
+	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -63,6 +67,46 @@ func (z *zones) waitLeading(i int, within time.Duration) { z.WaitLeading(testuti
 func (z *zones) logContains(i int, s string) bool { return z.LogContains(testutil.Zone(i), s) }
 
 func (z *zones) hash(i int, rev int64) uint32 { return z.Hash(testutil.Zone(i), rev) }
+
+// ticks is node i's dyad_replication_ticks_total (-1 if it cannot be read).
+func (z *zones) ticks(i int) float64 {
+	cli := http.Client{Timeout: time.Second}
+	resp, err := cli.Get(z.MetricsURL(testutil.Zone(i)) + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "dyad_replication_ticks_total "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// runFor waits until node i (just started) has run its role rules for d
+// of its own time: ticks come every lease/8 and never faster, so n of them
+// span at least (n-1) periods however slowly the machine ran the node.
+// This, not a sleep, is how a test knows a rule timed on the node's clock
+// ("lead after waiting 2 leases") had its chance to fire.
+func (z *zones) runFor(i int, d time.Duration) {
+	z.t.Helper()
+	want := float64(d/(z.lease/8)) + 1
+	deadline := time.Now().Add(10*d + 30*time.Second)
+	for {
+		n := z.ticks(i)
+		if n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			z.t.Fatalf("node %c: %v replication ticks, want %v (its apply loop does not run)", 'a'+i, n, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 func withPrefixCountOnly() []clientv3.OpOption {
 	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}

@@ -13,7 +13,9 @@
 //     Unlinked and replaced files are parked in a hidden graveyard beside
 //     the backing root, so an undo can bring them back.
 //
-// A power cut (Cut, or a Trigger armed with Arm) makes every later
+// A power cut (Cut, or a Trigger armed with Arm: at, or
+// just after, the N-th write, optionally counting only writes made while
+// unsynced changes exist, or just after the N-th fsync) makes every later
 // operation fail with EIO at once, as a dead disk would; the test then
 // kills the processes using the mount and calls Crash, which unmounts and
 // rolls the backing directory back to its durable state: all unsynced

@@ -1,9 +1,11 @@
 package powerfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -47,19 +49,31 @@ func (m Mode) String() string {
 // Trigger arms a power cut at a file-system event, counted from Arm.
 type Trigger struct {
 	// AtWrite > 0 cuts power instead of performing the AtWrite-th write.
+	// Writes that would leave the file as it is (a page rewritten with the
+	// bytes it holds) are not counted, here and for AfterWrite.
 	AtWrite int
+	// AfterWrite > 0 cuts power just after the AfterWrite-th write has
+	// reached the file, before any fsync can cover it: the cut always
+	// has that write's sectors to lose.
+	AfterWrite int
 	// AfterSync > 0 cuts power just after the AfterSync-th fsync (of a
 	// file or a directory) has returned success: the data is durable but
 	// the caller never learns anything more.
 	AfterSync int
+	// Unsynced counts, for AtWrite and AfterWrite, only the writes made
+	// while the file system already holds unsynced changes. With
+	// AtWrite the cut then tears a partly written transaction (its
+	// earlier pages written, none synced) instead of falling between two
+	// transactions, where there is nothing to lose.
+	Unsynced bool
 }
 
 // Report says what a Crash rolled back.
 type Report struct {
 	DirOpsUndone  int // directory operations undone
 	FilesReverted int // files whose data or size was rolled back
-	SectorsLost   int // unsynced 512-byte sectors rolled back
-	SectorsKept   int // unsynced sectors a torn crash kept
+	SectorsLost   int // changed unsynced 512-byte sectors rolled back (old bytes restored, or unsynced growth cut off)
+	SectorsKept   int // changed unsynced sectors a torn crash kept
 }
 
 // fileUndo is what one file looked like at its last fsync, as far as it
@@ -67,6 +81,9 @@ type Report struct {
 type fileUndo struct {
 	size  int64            // size at the last fsync
 	pages map[int64][]byte // original bytes of changed pages, clipped to size
+	// changed: some operation since the last fsync changed the file's
+	// bytes or size (a page rewritten with the bytes it held does not).
+	changed bool
 }
 
 // dirOp is one unsynced directory operation.
@@ -217,6 +234,22 @@ func (f *FS) cutLocked() {
 	}
 }
 
+// unsyncedLocked reports whether anything changed since its last fsync: a
+// file's bytes or size, or a directory operation not yet durable. (A
+// file's record is dropped by its fsync, an operation's once every
+// directory it changed is fsynced.)
+func (f *FS) unsyncedLocked() bool {
+	if len(f.ops) > 0 {
+		return true
+	}
+	for _, u := range f.files {
+		if u.changed {
+			return true
+		}
+	}
+	return false
+}
+
 // CutC is closed when the power has been cut (by Cut or a trigger).
 func (f *FS) CutC() <-chan struct{} { return f.cutc }
 
@@ -279,8 +312,18 @@ func revert(path string, cur int64, u *fileUndo, mode Mode, rng *rand.Rand, rep 
 		size = cur // the size change reached the disk
 	}
 	for p, old := range u.pages {
+		// The record is per page; only the sectors that differ from it
+		// now were changed, so only they can be lost or kept.
+		now := make([]byte, len(old))
+		n, err := fd.ReadAt(now, p*pageSize)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
 		for s := 0; s < len(old); s += sectorSize {
 			e := min(s+sectorSize, len(old))
+			if e <= n && bytes.Equal(now[s:e], old[s:e]) {
+				continue
+			}
 			if mode == Torn && rng.Intn(2) == 0 {
 				rep.SectorsKept++
 				continue
@@ -290,6 +333,10 @@ func revert(path string, cur int64, u *fileUndo, mode Mode, rng *rand.Rand, rep 
 				return err
 			}
 		}
+	}
+	if cur > size {
+		// Unsynced growth cut off again: its sectors are lost too.
+		rep.SectorsLost += int((cur - size + sectorSize - 1) / sectorSize)
 	}
 	if size > u.size && size > 0 {
 		// Grown, and the growth survived: each new sector holds its
@@ -310,8 +357,9 @@ func revert(path string, cur int64, u *fileUndo, mode Mode, rng *rand.Rand, rep 
 }
 
 // saveLocked records the original bytes of [off, off+n) of the file with
-// inode ino, read through rd, before they change.
-func (f *FS) saveLocked(ino uint64, rd *os.File, off, n int64) error {
+// inode ino, read through rd, before they may change; changes says whether
+// they will.
+func (f *FS) saveLocked(ino uint64, rd *os.File, off, n int64, changes bool) error {
 	u := f.files[ino]
 	if u == nil {
 		st, err := rd.Stat()
@@ -321,6 +369,7 @@ func (f *FS) saveLocked(ino uint64, rd *os.File, off, n int64) error {
 		u = &fileUndo{size: st.Size(), pages: map[int64][]byte{}}
 		f.files[ino] = u
 	}
+	u.changed = u.changed || changes
 	for p := off / pageSize; p*pageSize < off+n && p*pageSize < u.size; p++ {
 		if _, ok := u.pages[p]; ok {
 			continue
@@ -415,7 +464,24 @@ func (n *node) saveLocked(fh gofs.FileHandle, off, size int64) syscall.Errno {
 		return gofs.ToErrno(err)
 	}
 	defer rd.Close()
-	return gofs.ToErrno(n.fs.saveLocked(n.ino(), rd, off, size))
+	return gofs.ToErrno(n.fs.saveLocked(n.ino(), rd, off, size, true))
+}
+
+// saveWriteLocked records what writing data at off may change, and
+// reports whether it changes anything: bytes that differ, or the size.
+func (n *node) saveWriteLocked(fh gofs.FileHandle, data []byte, off int64) (bool, syscall.Errno) {
+	rd, err := n.reader(fh)
+	if err != nil {
+		return false, gofs.ToErrno(err)
+	}
+	defer rd.Close()
+	cur := make([]byte, len(data))
+	k, err := rd.ReadAt(cur, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, gofs.ToErrno(err)
+	}
+	changes := k < len(data) || !bytes.Equal(cur, data)
+	return changes, gofs.ToErrno(n.fs.saveLocked(n.ino(), rd, off, int64(len(data)), changes))
 }
 
 func (n *node) Write(ctx context.Context, fh gofs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
@@ -425,19 +491,31 @@ func (n *node) Write(ctx context.Context, fh gofs.FileHandle, data []byte, off i
 	if f.cut {
 		return 0, syscall.EIO
 	}
-	f.writes++
-	if f.trig.AtWrite > 0 && f.writes == f.trig.AtWrite {
-		f.cutLocked()
-		return 0, syscall.EIO
-	}
 	w, ok := fh.(gofs.FileWriter)
 	if !ok {
 		return 0, syscall.EBADF
 	}
-	if e := n.saveLocked(fh, off, int64(len(data))); e != 0 {
+	// Only a write that changes the file counts for a trigger: a cut
+	// just after (or instead of) one that rewrites the same bytes would
+	// have nothing more to lose.
+	unsynced := f.unsyncedLocked()
+	changes, e := n.saveWriteLocked(fh, data, off)
+	if e != 0 {
 		return 0, e
 	}
-	return w.Write(ctx, data, off)
+	counted := changes && (!f.trig.Unsynced || unsynced)
+	if counted {
+		f.writes++
+		if f.trig.AtWrite > 0 && f.writes == f.trig.AtWrite {
+			f.cutLocked()
+			return 0, syscall.EIO
+		}
+	}
+	written, e := w.Write(ctx, data, off)
+	if e == 0 && counted && f.trig.AfterWrite > 0 && f.writes == f.trig.AfterWrite {
+		f.cutLocked() // after this one reached the file
+	}
+	return written, e
 }
 
 func (n *node) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) syscall.Errno {
@@ -548,7 +626,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		var st syscall.Stat_t
 		err = syscall.Fstat(int(rd.Fd()), &st)
 		if err == nil {
-			err = f.saveLocked(st.Ino, rd, 0, 1<<62)
+			err = f.saveLocked(st.Ino, rd, 0, 1<<62, true)
 		}
 		rd.Close()
 		if err != nil {

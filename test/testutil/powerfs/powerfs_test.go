@@ -196,3 +196,126 @@ func TestTriggers(t *testing.T) {
 		t.Fatalf("write errors %v: want the third and later to fail with EIO", errs)
 	}
 }
+
+// TestAfterWriteLosesThatWrite checks that a cut just after the N-th write
+// keeps that write out of the durable state: a clean crash rolls it back
+// and the report counts its sectors, including the growth cut off again.
+func TestAfterWriteLosesThatWrite(t *testing.T) {
+	f, dir, mnt := mount(t)
+	old := bytes.Repeat([]byte("o"), 4096)
+	write(t, filepath.Join(mnt, "f"), old, true)
+	syncDir(t, mnt)
+	f.Arm(Trigger{AfterWrite: 3})
+	fd, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if _, err := fd.WriteAt(bytes.Repeat([]byte("a"), 1024), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fd.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Unsynced: the second write overwrites one sector, the third grows
+	// the file by two (each within one page, so that the kernel sends
+	// each as one write).
+	if _, err := fd.WriteAt(bytes.Repeat([]byte("b"), 512), 3584); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.CutC():
+		t.Fatal("cut after the second write, armed for the third")
+	default:
+	}
+	if _, err := fd.WriteAt(bytes.Repeat([]byte("c"), 1024), 4096); err != nil {
+		t.Fatalf("the triggering write itself must succeed: %v", err)
+	}
+	select {
+	case <-f.CutC():
+	default:
+		t.Fatal("no cut after the third write")
+	}
+	if err := fd.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync after the cut: %v, want EIO", err)
+	}
+	fd.Close() // a crash unmounts: nothing may hold the mount
+	rep, err := f.Crash(Clean, rand.New(rand.NewSource(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "root", "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(bytes.Repeat([]byte("a"), 1024), old[1024:]...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after the crash: %d bytes, want the %d synced bytes", len(got), len(want))
+	}
+	if rep.FilesReverted != 1 || rep.SectorsLost != 3 || rep.SectorsKept != 0 {
+		t.Fatalf("report %+v: want 1 file reverted, 3 sectors lost (1 overwritten, 2 grown)", rep)
+	}
+}
+
+// TestUnsyncedTrigger checks that with Unsynced, writes made while
+// everything is synced (the first of each transaction) are not counted.
+func TestUnsyncedTrigger(t *testing.T) {
+	f, _, mnt := mount(t)
+	fd, err := os.Create(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if err := fd.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	syncDir(t, mnt)
+	// Each transaction: two writes and an fsync. Only the second write
+	// of each finds unsynced data, so the 2nd counted write is the
+	// second write of the second transaction.
+	f.Arm(Trigger{AtWrite: 2, Unsynced: true})
+	var errs []error
+	for tx := 0; tx < 2; tx++ {
+		for i := 0; i < 2; i++ {
+			_, err := fd.Write([]byte("x"))
+			errs = append(errs, err)
+		}
+		if err := fd.Sync(); err != nil && tx == 0 {
+			t.Fatalf("fsync of the first transaction: %v", err)
+		}
+	}
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], syscall.EIO) {
+		t.Fatalf("write errors %v: want only the fourth (second of its transaction) to fail", errs)
+	}
+}
+
+// TestSameBytesNotCounted checks that a write leaving the file's bytes as
+// they were does not count for a trigger (a cut after it would have
+// nothing to lose), and one that changes them does.
+func TestSameBytesNotCounted(t *testing.T) {
+	f, _, mnt := mount(t)
+	write(t, filepath.Join(mnt, "f"), bytes.Repeat([]byte("o"), 4096), true)
+	syncDir(t, mnt)
+	f.Arm(Trigger{AfterWrite: 1})
+	fd, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if _, err := fd.WriteAt(bytes.Repeat([]byte("o"), 512), 512); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.CutC():
+		t.Fatal("cut after a write of the bytes the file held")
+	default:
+	}
+	if _, err := fd.WriteAt([]byte("n"), 512); err != nil {
+		t.Fatalf("the triggering write itself must succeed: %v", err)
+	}
+	select {
+	case <-f.CutC():
+	default:
+		t.Fatal("no cut after a write that changed the file")
+	}
+}

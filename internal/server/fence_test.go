@@ -1,0 +1,120 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/server"
+	"github.com/dyad-db/dyad/internal/transport"
+)
+
+// testFence is a fence command that runs until the test answers it.
+type testFence struct {
+	started chan struct{}
+	answer  chan error
+	running atomic.Bool
+}
+
+func newTestFence() *testFence {
+	return &testFence{started: make(chan struct{}, 1), answer: make(chan error)}
+}
+
+func (f *testFence) run(ctx context.Context) error {
+	f.running.Store(true)
+	defer f.running.Store(false)
+	select {
+	case f.started <- struct{}{}:
+	default:
+	}
+	select {
+	case err := <-f.answer:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// heartbeatsDuring counts the heartbeats node from sends while cond holds,
+// as seen by an observer endpoint on net.
+func heartbeatsDuring(t *testing.T, net *transport.MemNet, from uint64, cond func() bool) *atomic.Int64 {
+	var n atomic.Int64
+	obs := net.Endpoint(0xd1ad, 99)
+	obs.Start(func(m *transport.Message) {
+		if m.Kind == repl.KindHeartbeat && m.From == from && cond() {
+			n.Add(1)
+		}
+	})
+	t.Cleanup(func() { obs.Close() })
+	return &n
+}
+
+// A replica whose primary died runs a slow fence command before it
+// promotes itself. Its apply loop keeps going meanwhile: heartbeats keep
+// flowing while the fence runs, and the promotion follows its success.
+func TestPairSlowFenceKeepsHeartbeats(t *testing.T) {
+	net := transport.NewMemNet()
+	fence := newTestFence()
+	a := pairNode(t, net, t.TempDir(), 1, true)
+	b := pairNodeWith(t, net, t.TempDir(), 2, false, func(c *server.ReplConfig) { c.Fence = fence.run })
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	put(t, a.cli, "k", "before")
+	beats := heartbeatsDuring(t, net, 2, fence.running.Load)
+
+	a.stop()
+	select {
+	case <-fence.started:
+	case <-time.After(40 * testLease):
+		t.Fatal("the replica never ran its fence command")
+	}
+	// Each heartbeat goes out every lease/8: wait for a lease's worth, or
+	// for the fence command to give up (then too few came).
+	const want = 8
+	deadline := time.Now().Add(40 * testLease)
+	for beats.Load() < want && fence.running.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("neither heartbeats nor the fence's end came")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := beats.Load(); n < want {
+		t.Fatalf("the replica sent %d heartbeats while its fence command ran, want at least %d", n, want)
+	}
+	if r := b.srv.Role(); r != repl.RoleReplica {
+		t.Fatalf("role %s while the fence runs, want replica", r)
+	}
+	fence.answer <- nil
+	waitRole(t, b, repl.RoleSolo)
+	if v, _ := get(t, b.cli, "k"); v != "before" {
+		t.Fatalf("promoted replica reads %q", v)
+	}
+	put(t, b.cli, "k", "after")
+}
+
+// A fence command that fails keeps the replica from promoting itself.
+func TestPairFailedFenceDoesNotPromote(t *testing.T) {
+	net := transport.NewMemNet()
+	fence := newTestFence()
+	a := pairNode(t, net, t.TempDir(), 1, true)
+	b := pairNodeWith(t, net, t.TempDir(), 2, false, func(c *server.ReplConfig) { c.Fence = fence.run })
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	put(t, a.cli, "k", "before")
+	a.stop()
+	select {
+	case <-fence.started:
+	case <-time.After(40 * testLease):
+		t.Fatal("the replica never ran its fence command")
+	}
+	fence.answer <- errors.New("the BMC does not answer")
+	waitRole(t, b, repl.RoleWaiting)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testLease)
+	defer cancel()
+	if _, err := b.cli.Put(ctx, "k", "v"); err == nil {
+		t.Fatal("a node whose fence failed acknowledged a write")
+	}
+}
