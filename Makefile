@@ -7,7 +7,13 @@
 #                     Kubernetes manifests, the kubeadm example, README and
 #                     OPERATIONS), and dist/dyad-linux-ARCH.tar.gz, a copy that
 #                     deploy/Dockerfile picks up
-#   make test         the whole test suite, exactly as CI runs it (scripts/test.sh)
+#   make test         the whole test suite, exactly as CI runs it (scripts/test.sh);
+#                     every step runs, the summary lists each step's time, every
+#                     failure and skip; DYAD_TEST_STEPS=unit,fuzz runs some steps
+#   make fuzz         every fuzz target for FUZZTIME each (default 5m; scripts/fuzz.sh,
+#                     CI gives each 10s); FUZZ_TARGETS='FuzzRPC FuzzLoad' picks some.
+#                     A failing input lands in the package's testdata/fuzz: commit it
+#                     with the fix
 #   make bench-deps   install/build every external benchmark target into the cache:
 #                     Debian's postgresql-15 (and the rest of scripts/setup.sh, as root),
 #                     etcd 3.6 and kine from the Go module proxy (scripts/peers.sh)
@@ -30,8 +36,9 @@ export GOTOOLCHAIN := local
 
 BENCH_FLAGS ?=
 SOAK_CYCLES ?= 100
+FUZZTIME ?= 5m
 
-.PHONY: build release test bench-deps bench e2e-deps e2e robustness-soak
+.PHONY: build release test fuzz bench-deps bench e2e-deps e2e robustness-soak
 
 build:
 	go build -o .cache/bin/dyad ./cmd/dyad
@@ -55,6 +62,9 @@ release:
 
 test:
 	scripts/test.sh
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 bench-deps:
 	@if [[ $$(id -u) -eq 0 ]]; then scripts/setup.sh --bench; else echo "bench-deps: not root, skipping the Debian packages (scripts/setup.sh)"; fi

@@ -20,11 +20,16 @@
 # when the package lists are missing or an install attempt needs fresh lists.
 set -euo pipefail
 
+# Every prerequisite a test checks through internal/testenv is here: under
+# DYAD_REQUIRE_PEERS=1 (scripts/test.sh) a missing one fails its test.
 PACKAGES=(
-  cyclonedds-dev cyclonedds-tools
+  cyclonedds-dev cyclonedds-tools  # cyclonedds-tools: ddsperf, for the perf tests
+  libddsc0debian        # Cyclone DDS itself and its DDS Security plugins (libdds_security_*.so)
   iproute2              # network namespaces and tc for the two-zone fault tests
   etcd-client
-  jq curl ca-certificates openssl
+  jq curl ca-certificates
+  openssl               # the certs tests check dyad's signed documents with openssl smime
+  fuse3 kmod            # /dev/fuse for powerfs, the power-cut tests' filesystem (kmod: modprobe)
   build-essential pkg-config
 )
 # Only the benchmark's kine target needs a database; running dyad does not.
@@ -116,6 +121,14 @@ fi
 # PostgreSQL: the project targets 15 (bookworm's default major).
 if ((bench)) && ! is_installed postgresql-15; then
   die "postgresql is installed but postgresql-15 is not (dpkg: $(dpkg-query -W -f='${Depends}' postgresql 2>/dev/null))"
+fi
+
+# ---------------------------------------------------------------- FUSE
+# powerfs (test/testutil/powerfs) mounts through /dev/fuse as root; the
+# device appears once the fuse module is loaded.
+if [[ ! -e /dev/fuse ]]; then
+  log "loading the fuse module (no /dev/fuse)"
+  modprobe fuse || die "modprobe fuse failed: the power-cut tests need /dev/fuse"
 fi
 
 # ---------------------------------------------------------------- Go toolchain

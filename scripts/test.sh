@@ -1,75 +1,131 @@
 #!/usr/bin/env bash
 # scripts/test.sh — dyad's whole test suite, exactly as CI runs it.
 #
-# Installs what the tests need (Debian packages, real etcd/etcdctl/etcdutl
-# built from the Go module proxy into .cache/), builds dyad, then runs:
-#   - go vet
-#   - unit tests (with the race detector) beside the code in internal/ and cmd/
-#   - the peer suites in test/: apiserver storage conformance, etcdctl,
-#     clientv3 concurrency, snapshot migration and differential tests
-#     against real etcd, the two-zone tests and the short robustness run
-#     (test/robustness; the long soak is scripts/robustness-soak.sh)
-#   - the Kubernetes end-to-end smoke (test/e2e: a real control plane per
-#     zone, 100 pods, loss of the primary's zone), with kube-apiserver,
-#     kube-controller-manager, kube-scheduler and kwok built into .cache/k8s
-#     by scripts/k8s.sh
-# Missing peer binaries are failures here, never skips.
-set -euo pipefail
+# Steps, in order (DYAD_TEST_STEPS selects some, e.g. "unit,fuzz"):
+#   setup       Debian packages (scripts/setup.sh)
+#   peers       real etcd/etcdctl/etcdutl 3.5 and 3.6 from the Go module
+#               proxy into .cache/peers (scripts/peers.sh)
+#   k8s         kube-apiserver, kube-controller-manager, kube-scheduler and
+#               kwok for test/e2e into .cache/k8s (scripts/k8s.sh; about 10
+#               minutes on a clean cache, nothing once built; built before any
+#               test so that it never competes with timing-sensitive tests)
+#   vet         go vet, also with -tags failpoints
+#   build       dyad into .cache/bin/dyad
+#   unit        unit tests with the race detector (internal/, cmd/, scripts/)
+#   fuzz        every fuzz target for FUZZTIME (default 10s) each (scripts/fuzz.sh)
+#   failpoints  internal/failpoint's tests in the failpoints build
+#   suites      the peer suites in test/: apiserver storage conformance,
+#               etcdctl, clientv3 concurrency, snapshot migration and
+#               differential tests against real etcd, power cuts, the
+#               two-zone tests, ...
+#   robustness  every row of the robustness fault table once (test/robustness;
+#               the long soak is scripts/robustness-soak.sh)
+#   e2e         the Kubernetes end-to-end smoke (test/e2e: a real control
+#               plane per zone, 100 pods, loss of the primary's zone), last,
+#               so that its CPU load does not skew the others' failover timings
+#
+# Every step runs even when an earlier one failed (a step that needs what a
+# failed one should have built fails on its own, visibly). The tests run
+# under `go test -json`, read by scripts/testsum, which prints one line per
+# package, every failure with its output and every skip with its reason;
+# the summary at the end gives each step's wall time and its tests passed,
+# failed and skipped, and the last line totals them: "N passed, N failed,
+# N skipped". The exit status is non-zero if anything failed.
+#
+# Missing prerequisites are failures here, never skips (DYAD_REQUIRE_PEERS=1,
+# internal/testenv): a missing peer binary, root, FUSE, openssl, the DDS
+# Security plugins. The only skips allowed are listed, with their reasons,
+# in test/skips.txt; any other skip fails the run.
+#
+# Environment:
+#   DYAD_TEST_STEPS   comma- or space-separated steps to run (default: all)
+#   FUZZTIME          time per fuzz target (default 10s; scripts/fuzz.sh)
+#   DYAD_CACHE        cache root for peers and k8s (default .cache)
+#   DYAD_TEST_OUT     where the events and the summary go (default .cache/test)
+set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 export GOTOOLCHAIN=local
 export DYAD_REQUIRE_PEERS=1
 
+all_steps=(setup peers k8s vet build unit fuzz failpoints suites robustness e2e)
 log() { echo "test: $*"; }
-start=$(date +%s)
+die() { echo "test: ERROR: $*" >&2; exit 2; }
 
-log "setting up the machine"
-scripts/setup.sh
-log "building peer binaries (cached in .cache/)"
-scripts/peers.sh etcd-3.6 etcd-3.5 etcdctl etcdutl etcdctl-3.5 etcdutl-3.5
-export DYAD_PEERS_BIN="$(scripts/peers.sh --print-bin-dir etcd-3.6 | tail -1)"
-# The Kubernetes control plane of the end-to-end smoke test (test/e2e): about
-# 10 minutes on a clean cache, nothing once built. Built here, before any test
-# runs, so that the build never competes with timing-sensitive tests.
-log "building Kubernetes components for test/e2e (cached in .cache/k8s)"
-scripts/k8s.sh
-
-log "go vet"
-go vet ./...
-log "building dyad"
-go build -o .cache/bin/dyad ./cmd/dyad
-
-log "unit tests (race detector)"
-go test -race -count=1 -timeout 15m ./internal/... ./cmd/...
-# Each fuzz target briefly (Go runs one -fuzz target per invocation); the
-# seed corpus and testdata/fuzz regressions already ran above as unit tests.
-# The budget is a count of executions, not a duration: Go 1.26's fuzz
-# coordinator can fail a duration-bounded run with a bare "context deadline
-# exceeded" when the deadline races a busy worker (golang/go#75804, fixed in
-# Go 1.27). The in-process node targets run about 50 inputs a second, the
-# decoders thousands; each count is a few seconds' worth on this machine.
-# DYAD_FUZZTIME (a -fuzztime value) overrides them all.
-fuzz_budget() {
-	case "$1" in
-	FuzzRPC | FuzzOpenDataFile) echo 250x ;;
-	*) echo 20000x ;;
-	esac
-}
-log "fuzz targets (${DYAD_FUZZTIME:-a few seconds} each)"
-for pkg in ./internal/repl ./internal/mvcc ./internal/api ./internal/lease ./internal/conflict ./internal/server; do
-	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime="${DYAD_FUZZTIME:-$(fuzz_budget "$target")}" -parallel 1 "$pkg"
-	done
+selected=" ${DYAD_TEST_STEPS:-${all_steps[*]}} "
+selected=${selected//,/ }
+for s in $selected; do
+	[[ " ${all_steps[*]} " == *" $s "* ]] || die "DYAD_TEST_STEPS: no step named '$s' (steps: ${all_steps[*]})"
 done
-log "failpoints build (vet, unit tests; test/robustness builds and uses it)"
-go vet -tags failpoints ./internal/failpoint ./internal/storage ./internal/server ./cmd/dyad
-go test -count=1 -tags failpoints ./internal/failpoint
-log "peer suites"
-# test/e2e (a whole Kubernetes control plane per zone) runs on its own after
-# the others, so its CPU load does not skew their failover timings.
-go test -count=1 -timeout 30m $(go list ./test/... | grep -v '/test/e2e$')
-log "end-to-end smoke (test/e2e: 100 pods, loss of the primary's zone)"
-e2e_start=$(date +%s)
-go test -count=1 -timeout 20m ./test/e2e/
-log "end-to-end smoke took $(( $(date +%s) - e2e_start ))s"
-log "all tests passed in $(( $(date +%s) - start ))s"
+
+out="${DYAD_TEST_OUT:-.cache/test}"
+rm -rf "$out"
+mkdir -p "$out" .cache/bin
+out=$(cd "$out" && pwd)
+steps_file="$out/steps.tsv"
+: >"$steps_file"
+
+# The summariser itself: nothing can be reported without it.
+go build -o .cache/bin/testsum ./scripts/testsum || die "cannot build scripts/testsum"
+testsum="$PWD/.cache/bin/testsum"
+export TESTSUM="$testsum"
+export DYAD_PEERS_BIN="${DYAD_PEERS_BIN:-${DYAD_CACHE:-$PWD/.cache}/peers/bin}"
+
+# step NAME CMD...: run CMD (a shell function or command) if NAME is
+# selected, and record its exit code and wall time. CMD may write go test
+# events to $events; testsum report reads them.
+step() {
+	local name=$1
+	shift
+	if [[ $selected != *" $name "* ]]; then
+		return 0
+	fi
+	events="$out/$name.jsonl"
+	log "== $name"
+	local t0=$SECONDS
+	"$@"
+	local rc=$?
+	local file=-
+	[[ -s $events ]] && file=$events
+	printf '%s\t%d\t%d\t%s\n' "$name" "$rc" $((SECONDS - t0)) "$file" >>"$steps_file"
+	log "== $name: exit $rc after $((SECONDS - t0))s"
+}
+
+# gotest ARGS...: go test -json ARGS, its events to $events and a compact
+# log to stdout; the exit code is go test's.
+gotest() {
+	go test -json "$@" 2>&1 | "$testsum" stream -out "$events"
+	return "${PIPESTATUS[0]}"
+}
+
+peers() { scripts/peers.sh etcd-3.6 etcd-3.5 etcdctl etcdutl etcdctl-3.5 etcdutl-3.5; }
+vet() {
+	local rc=0
+	go vet ./... || rc=1
+	go vet -tags failpoints ./internal/failpoint ./internal/storage ./internal/server ./cmd/dyad || rc=1
+	return $rc
+}
+unit() { gotest -race -count=1 -timeout 15m ./internal/... ./cmd/... ./scripts/...; }
+fuzz() { FUZZ_EVENTS="$events" scripts/fuzz.sh; }
+failpoints() { gotest -count=1 -tags failpoints ./internal/failpoint; }
+# test/robustness and test/e2e run in steps of their own.
+suites() { gotest -count=1 -timeout 30m $(go list ./test/... | grep -v -e '/test/e2e$' -e '/test/robustness$'); }
+robustness() { DYAD_ROBUSTNESS=ci gotest -count=1 -timeout 30m ./test/robustness; }
+e2e() { gotest -count=1 -timeout 20m ./test/e2e/; }
+
+start=$SECONDS
+step setup scripts/setup.sh
+step peers peers
+step k8s scripts/k8s.sh
+step vet vet
+step build go build -o .cache/bin/dyad ./cmd/dyad
+step unit unit
+step fuzz fuzz
+step failpoints failpoints
+step suites suites
+step robustness robustness
+step e2e e2e
+
+log "== summary (${DYAD_TEST_STEPS:-all steps}, $((SECONDS - start))s; events in $out)"
+"$testsum" report -steps "$steps_file" -allow test/skips.txt | tee "$out/summary.txt"
+exit "${PIPESTATUS[0]}"

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,12 +8,12 @@ import (
 
 	"github.com/dyad-db/dyad/internal/certs"
 	"github.com/dyad-db/dyad/internal/dds"
+	"github.com/dyad-db/dyad/internal/testenv"
 )
 
 func TestPeerSecurityFlags(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(dds.DefaultSecurityPluginDir, "libdds_security_auth.so")); err != nil {
-		t.Skip("Cyclone DDS Security plugins not installed")
-	}
+	testenv.NeedFile(t, filepath.Join(dds.DefaultSecurityPluginDir, "libdds_security_auth.so"),
+		"Cyclone DDS Security plugins", "install Debian's libddsc0debian (scripts/setup.sh does)")
 	mk := func() string {
 		dir := t.TempDir()
 		if _, err := certs.Write(certs.Plan{Dir: dir, Nodes: []certs.Node{{Name: "a", Hosts: []string{"127.0.0.1"}}}, Now: time.Now(), Validity: time.Hour, Domain: certs.AnyDomain}); err != nil {
@@ -72,9 +71,8 @@ func TestPeerSecurityFlags(t *testing.T) {
 // when DDS Security is configured, and refuses domains DDS Security cannot
 // govern.
 func TestPlanSecurity(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(dds.DefaultSecurityPluginDir, "libdds_security_auth.so")); err != nil {
-		t.Skip("Cyclone DDS Security plugins not installed")
-	}
+	testenv.NeedFile(t, filepath.Join(dds.DefaultSecurityPluginDir, "libdds_security_auth.so"),
+		"Cyclone DDS Security plugins", "install Debian's libddsc0debian (scripts/setup.sh does)")
 	dir := t.TempDir()
 	if _, err := certs.Write(certs.Plan{Dir: dir, Nodes: []certs.Node{{Name: "a", Hosts: []string{"127.0.0.1"}}}, Now: time.Now(), Validity: time.Hour, Domain: certs.AnyDomain}); err != nil {
 		t.Fatal(err)

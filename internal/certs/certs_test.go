@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dyad-db/dyad/internal/testenv"
 )
 
 // start is the one instant a test builds every certificate from. It is the
@@ -185,10 +187,7 @@ func TestSMIME(t *testing.T) {
 // the permissions CA as the only candidate signer), through the openssl
 // command, which uses the same library calls.
 func TestSMIMEOpenSSL(t *testing.T) {
-	openssl, err := exec.LookPath("openssl")
-	if err != nil {
-		t.Skip("openssl not installed")
-	}
+	openssl := testenv.NeedCommand(t, "openssl", "openssl")
 	dir := t.TempDir()
 	if _, err := Write(Plan{Dir: dir, Nodes: []Node{{Name: "a", Hosts: []string{"127.0.0.1"}}}, Now: time.Now(), Validity: time.Hour, Domain: AnyDomain}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dyad-db/dyad/internal/testenv"
 )
 
 // vethPair is two network namespaces joined by a veth pair with private
@@ -26,12 +28,8 @@ func run(t *testing.T, args ...string) {
 
 func newVethPair(t *testing.T) *vethPair {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("no ip(8)")
-	}
+	testenv.NeedRoot(t, "for network namespaces")
+	testenv.NeedCommand(t, "ip", "iproute2")
 	id := os.Getpid() % 100000
 	sub := os.Getpid()%200 + 20
 	v := &vethPair{

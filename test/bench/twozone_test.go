@@ -12,6 +12,7 @@ import (
 	"github.com/dyad-db/dyad/internal/bench/report"
 	"github.com/dyad-db/dyad/internal/bench/target"
 	"github.com/dyad-db/dyad/internal/bench/twozone"
+	"github.com/dyad-db/dyad/internal/testenv"
 	"github.com/dyad-db/dyad/test/testutil"
 )
 
@@ -24,12 +25,7 @@ import (
 // resuming on the survivor after each kill, no false failover; and that
 // etcd with one of two members left freezes writes and loses nothing.
 func TestBenchTwoZoneSmoke(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if testutil.PeersRequired() {
-			t.Fatal("dyad-pair needs root (network namespaces)")
-		}
-		t.Skip("dyad-pair needs root (network namespaces)")
-	}
+	testenv.NeedRoot(t, "for dyad-pair's network namespaces")
 	dyad := testutil.BuildDyad(t)
 	etcd := testutil.RequireBinary(t, "etcd-3.6")
 	out := t.TempDir()

@@ -88,9 +88,7 @@ func rng2(cycle int) int { return (cycle * 37) % 200 }
 //   - the hash of the history up to each earlier checkpoint revision
 //     (HashKV) is unchanged: no crash rewrites durable history.
 func TestPowerCut(t *testing.T) {
-	if ok, why := powerfs.Available(); !ok {
-		t.Skip(why)
-	}
+	powerfs.Need(t)
 	cycles := int(envInt(envCycles, 8))
 	seed := envInt(envSeed, time.Now().UnixNano())
 	t.Logf("%s=%d %s=%d", envCycles, cycles, envSeed, seed)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dyad-db/dyad/internal/perf"
+	"github.com/dyad-db/dyad/internal/testenv"
 	"github.com/dyad-db/dyad/test/testutil"
 )
 
@@ -22,9 +23,7 @@ import (
 // (authenticated, encrypted, access-controlled) and the secured ÷ plain
 // table is printed.
 func TestPerfSmoke(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	testenv.NeedRoot(t, "for network namespaces")
 	bin := testutil.BuildDyad(t)
 	out := t.TempDir()
 	args := []string{"perf", "--sizes", "256", "--count", "300", "--tput-duration", "500ms", "--secure", "--out", out}

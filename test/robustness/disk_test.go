@@ -3,12 +3,14 @@ package robustness
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 
+	"github.com/dyad-db/dyad/internal/testenv"
 	"github.com/dyad-db/dyad/test/testutil"
 )
 
@@ -22,7 +24,8 @@ func smallDisk(h *harness, node testutil.Zone, size string) string {
 		h.t.Fatal(err)
 	}
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "dyadt-robust", dir).CombinedOutput(); err != nil {
-		h.t.Skipf("cannot mount a tmpfs for the full-disk fault: %v: %s", err, bytes.TrimSpace(out))
+		testenv.Missing(h.t, fmt.Sprintf("a tmpfs for the full-disk fault (mount: %v: %s)", err, bytes.TrimSpace(out)),
+			"run as root (mount -t tmpfs)")
 	}
 	h.t.Cleanup(func() {
 		// Registered after the pair: runs before its cleanup, so the

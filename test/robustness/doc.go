@@ -30,8 +30,9 @@
 //     gap and every event as the store has it; and a watch started on
 //     either node from random revisions replays the store's history.
 //
-// Environment: DYAD_ROBUSTNESS=ci|all|name,... (TestRobustness; ci is the
-// short run), DYAD_ROBUSTNESS_SOAK_CYCLES=N (TestSoak, the long soak,
+// Environment: DYAD_ROBUSTNESS=ci|all|name,... (TestRobustness; ci, the
+// default and what CI runs, is every row that names no open bug; an
+// unknown name fails the test), DYAD_ROBUSTNESS_SOAK_CYCLES=N (TestSoak, the long soak,
 // scripts/robustness-soak.sh), DYAD_ROBUSTNESS_RESULTS=file (a JSON line
 // per run), DYAD_FAILPOINTS_BIN (a prebuilt failpoints binary). Needs root
 // and iproute2; skipped otherwise unless DYAD_REQUIRE_PEERS=1.

@@ -14,8 +14,9 @@ import (
 // Environment:
 const (
 	// envScenarios selects the rows of the fault table TestRobustness
-	// runs: "ci" (default: the short run), "all", or a comma-separated
-	// list of names.
+	// runs: "ci" (default: every row that names no open bug), "all", or
+	// a comma-separated list of names; a name not in the table fails the
+	// test.
 	envScenarios = "DYAD_ROBUSTNESS"
 	// envSoakCycles makes TestSoak run the whole table over and over
 	// until this many fault cycles have run (the long soak); unset, it is
@@ -29,25 +30,14 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunMain(m)) }
 
 // TestRobustness runs the selected fault scenarios, each on a fresh pair.
 func TestRobustness(t *testing.T) {
-	sel := strings.TrimSpace(os.Getenv(envScenarios))
-	names := map[string]bool{}
-	for _, n := range strings.Split(sel, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names[n] = true
-		}
+	selected, err := selectScenarios(os.Getenv(envScenarios))
+	if err != nil {
+		t.Fatal(err)
 	}
 	var total result
 	for i, row := range scenarios {
-		switch {
-		case sel == "" || sel == "ci":
-			if !row.ci || row.bug != "" {
-				continue
-			}
-		case sel == "all":
-		default:
-			if !names[row.name] {
-				continue
-			}
+		if !selected[row.name] {
+			continue
 		}
 		t.Run(row.name, func(t *testing.T) {
 			if row.bug != "" {
@@ -60,6 +50,49 @@ func TestRobustness(t *testing.T) {
 		})
 	}
 	t.Logf("total: %s", summary(total))
+}
+
+// selectScenarios reads $DYAD_ROBUSTNESS: "" or "ci" selects every row
+// that names no open bug, "all" every row, anything else is a
+// comma-separated list of row names. A name not in the table is an error,
+// so that a typo cannot pass with no fault injected at all.
+func selectScenarios(sel string) (map[string]bool, error) {
+	selected := map[string]bool{}
+	switch sel = strings.TrimSpace(sel); sel {
+	case "", "ci", "all":
+		for _, row := range scenarios {
+			if sel == "all" || row.bug == "" {
+				selected[row.name] = true
+			}
+		}
+		return selected, nil
+	}
+	known := map[string]bool{}
+	for _, row := range scenarios {
+		known[row.name] = true
+	}
+	var unknown []string
+	for _, n := range strings.Split(sel, ",") {
+		switch n = strings.TrimSpace(n); {
+		case n == "":
+		case known[n]:
+			selected[n] = true
+		default:
+			unknown = append(unknown, strconv.Quote(n))
+		}
+	}
+	if len(unknown) > 0 {
+		names := make([]string, 0, len(scenarios))
+		for _, row := range scenarios {
+			names = append(names, row.name)
+		}
+		return nil, fmt.Errorf("%s=%s: no scenario named %s; the table has: ci, all, %s",
+			envScenarios, sel, strings.Join(unknown, ", "), strings.Join(names, ", "))
+	}
+	if len(selected) == 0 {
+		return nil, fmt.Errorf("%s=%q selects no scenario", envScenarios, sel)
+	}
+	return selected, nil
 }
 
 // TestSoak is the long soak: the whole fault table, again and again, until

@@ -10,12 +10,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dyad-db/dyad/internal/testenv"
 )
 
 // Environment variables understood by this package.
 const (
 	EnvPeersBin     = "DYAD_PEERS_BIN"
-	EnvRequirePeers = "DYAD_REQUIRE_PEERS"
+	EnvRequirePeers = testenv.EnvRequire
 	EnvDyadBin      = "DYAD_BIN"
 	EnvTestTarget   = "DYAD_TEST_TARGET"
 	EnvKeepLogs     = "DYAD_KEEP_LOGS"
@@ -92,10 +94,7 @@ func ResolveBinary(name string) (string, bool) {
 
 // PeersRequired reports whether DYAD_REQUIRE_PEERS asks for missing binaries
 // to be failures rather than skips.
-func PeersRequired() bool {
-	v := strings.ToLower(strings.TrimSpace(os.Getenv(EnvRequirePeers)))
-	return v == "1" || v == "true" || v == "yes"
-}
+func PeersRequired() bool { return testenv.Required() }
 
 // RequireBinary resolves name with ResolveBinary. When the binary is missing
 // the test is skipped, or failed when DYAD_REQUIRE_PEERS=1.
@@ -105,13 +104,9 @@ func RequireBinary(t testing.TB, name string) string {
 	if ok {
 		return p
 	}
-	msg := fmt.Sprintf("binary %q not found (looked at %s); build the reference peers with scripts/peers.sh, "+
-		"point %s at a directory holding them, or install Debian's etcd-server/etcd-client for the *-3.4 aliases",
-		name, p, EnvPeersBin)
-	if PeersRequired() {
-		t.Fatalf("%s [%s=1 makes this a failure]", msg, EnvRequirePeers)
-	}
-	t.Skipf("%s [set %s=1 to make this a failure]", msg, EnvRequirePeers)
+	testenv.Missing(t, fmt.Sprintf("binary %q (looked at %s)", name, p),
+		fmt.Sprintf("build the reference peers with scripts/peers.sh, point %s at a directory holding them, "+
+			"or install Debian's etcd-server/etcd-client for the *-3.4 aliases", EnvPeersBin))
 	return ""
 }
 
@@ -144,7 +139,7 @@ func (b *Builder) Build(t testing.TB) string {
 	t.Helper()
 	b.once.Do(b.build)
 	if b.skip != "" {
-		t.Skip(b.skip)
+		testenv.Missing(t, b.skip, "")
 	}
 	if b.err != nil {
 		t.Fatalf("building dyad: %v", b.err)

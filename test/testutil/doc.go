@@ -20,8 +20,9 @@
 //
 //	DYAD_PEERS_BIN       directory holding etcd-3.6, etcdctl, ... (default
 //	                     <repo>/.cache/peers/bin)
-//	DYAD_REQUIRE_PEERS=1 a missing binary fails the test instead of skipping it
-//	                     (CI sets this)
+//	DYAD_REQUIRE_PEERS=1 a missing binary, or any other missing prerequisite
+//	                     (root, iproute2, ...), fails the test instead of
+//	                     skipping it (CI sets this; internal/testenv decides)
 //	DYAD_BIN             use this prebuilt dyad binary instead of building
 //	                     ./cmd/dyad
 //	DYAD_TEST_TARGET     default server for every suite: "dyad" (default) or an

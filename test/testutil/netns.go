@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dyad-db/dyad/internal/testenv"
 )
 
 // Zone names one of the two zones of a Zones fixture.
@@ -151,7 +153,7 @@ func NewZones(t testing.TB) *Zones {
 		skipOrFail(t, "network namespaces need root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		skipOrFail(t, "network namespaces need iproute2 (ip): "+err.Error())
+		skipOrFail(t, "network namespaces need iproute2 (ip): "+err.Error()+"; install Debian's iproute2 (scripts/setup.sh does)")
 	}
 	if removed, err := SweepStaleNetns(); err != nil {
 		t.Logf("testutil: sweeping stale namespaces: %v", err)
@@ -192,12 +194,12 @@ func NewZones(t testing.TB) *Zones {
 	return z
 }
 
+// skipOrFail ends the test for a missing prerequisite: a skip, or a
+// failure under DYAD_REQUIRE_PEERS=1 (internal/testenv decides for the
+// whole tree).
 func skipOrFail(t testing.TB, msg string) {
 	t.Helper()
-	if PeersRequired() {
-		t.Fatalf("testutil: %s [%s=1 makes this a failure]", msg, EnvRequirePeers)
-	}
-	t.Skipf("testutil: %s [set %s=1 to make this a failure]", msg, EnvRequirePeers)
+	testenv.Missing(t, msg, "")
 }
 
 // run executes a setup command and fails the test if it fails.

@@ -15,15 +15,16 @@ import (
 
 	"github.com/dyad-db/dyad/internal/certs"
 	"github.com/dyad-db/dyad/internal/dds"
+	"github.com/dyad-db/dyad/internal/testenv"
 	"github.com/dyad-db/dyad/test/testutil"
 )
 
-// requireSecurityPlugins skips where Debian's Cyclone security plugins are
-// absent (they ship with libddsc0debian, which cyclonedds-dev pulls in).
+// requireSecurityPlugins skips (fails in CI) where Debian's Cyclone
+// security plugins are absent (they ship with libddsc0debian, which
+// cyclonedds-dev pulls in).
 func requireSecurityPlugins(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(dds.DefaultSecurityPluginDir, "libdds_security_auth.so")); err != nil {
-		t.Skip("Cyclone DDS Security plugins not installed")
-	}
+	testenv.NeedFile(t, filepath.Join(dds.DefaultSecurityPluginDir, "libdds_security_auth.so"),
+		"Cyclone DDS Security plugins", "install Debian's libddsc0debian (scripts/setup.sh does)")
 }
 
 // makePKI runs `dyad certs` for the pair into dir.

@@ -12,11 +12,14 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/dyad-db/dyad/internal/testenv"
 )
 
 const (
@@ -117,6 +120,16 @@ func Available() (bool, string) {
 		return false, "no /dev/fuse"
 	}
 	return true, ""
+}
+
+// Need ends the test when Available says no: a skip, or a failure under
+// DYAD_REQUIRE_PEERS=1 (internal/testenv), naming what to provide.
+func Need(t testing.TB) {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		testenv.Missing(t, "a FUSE mount for powerfs: "+why,
+			"run as root with the fuse module loaded (modprobe fuse; scripts/setup.sh installs fuse3 and loads it)")
+	}
 }
 
 // Mount serves dir/root at mnt (which must exist). dir/root holds the data

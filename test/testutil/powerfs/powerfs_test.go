@@ -12,9 +12,7 @@ import (
 
 func mount(t *testing.T) (*FS, string, string) {
 	t.Helper()
-	if ok, why := Available(); !ok {
-		t.Skip(why)
-	}
+	Need(t)
 	dir, mnt := t.TempDir(), t.TempDir()
 	f, err := Mount(dir, mnt)
 	if err != nil {
