@@ -30,6 +30,7 @@ PACKAGES=(
   jq curl ca-certificates
   openssl               # the certs tests check dyad's signed documents with openssl smime
   fuse3 kmod            # /dev/fuse for powerfs, the power-cut tests' filesystem (kmod: modprobe)
+  prometheus            # promtool: test/monitoring checks and unit-tests deploy/monitoring's rules
   build-essential pkg-config
 )
 # Only the benchmark's kine target needs a database; running dyad does not.
