@@ -22,17 +22,18 @@ export DYAD_REQUIRE_PEERS=1
 cycles="${1:-100}"
 cache="${DYAD_CACHE:-.cache}"
 mkdir -p "$cache/robustness" "$cache/bin"
+cache=$(cd "$cache" && pwd) # absolute: the tests run in their package's directory
 export DYAD_ROBUSTNESS_RESULTS="${DYAD_ROBUSTNESS_RESULTS:-$cache/robustness/soak-$(date -u +%Y%m%d-%H%M%S).jsonl}"
 export DYAD_ROBUSTNESS_SOAK_CYCLES="$cycles"
 
 echo "soak: building dyad with failpoints"
 go build -tags failpoints -o "$cache/bin/dyad-failpoints" ./cmd/dyad
-export DYAD_FAILPOINTS_BIN="$PWD/$cache/bin/dyad-failpoints"
+export DYAD_FAILPOINTS_BIN="$cache/bin/dyad-failpoints"
 
 echo "soak: $cycles fault cycles; results in $DYAD_ROBUSTNESS_RESULTS"
 set +e
 go test -count=1 -timeout 12h -v -run '^TestSoak$' ./test/robustness 2>&1 | tee "${DYAD_ROBUSTNESS_RESULTS%.jsonl}.log" |
-	grep -E '^(=== RUN|--- (PASS|FAIL)|\s+(robustness|harness)_test.go:[0-9]+: (soak|result|total)|FAIL|ok )'
+	grep -E '^(=== RUN|\s*--- (PASS|FAIL)|\s+(robustness|harness)_test.go:[0-9]+: (soak|result|total)|FAIL|ok )'
 rc=${PIPESTATUS[0]}
 set -e
 exit "$rc"

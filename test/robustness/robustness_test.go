@@ -102,22 +102,33 @@ func TestSoak(t *testing.T) {
 	if want <= 0 {
 		t.Skipf("the soak runs only when %s is set (scripts/robustness-soak.sh)", envSoakCycles)
 	}
+	// A failed run records no cycles, so the loop also ends after
+	// maxFailed failed runs: a soak whose every run fails (a broken
+	// binary path, a missing prerequisite) must fail, not spin for ever.
+	const maxFailed = 10
 	var total result
+	failed := 0
 	for round := 1; total.Cycles < want; round++ {
 		for i, row := range scenarios {
 			if total.Cycles >= want {
 				break
 			}
-			t.Run(fmt.Sprintf("%d/%s", round, row.name), func(t *testing.T) {
+			ok := t.Run(fmt.Sprintf("%d/%s", round, row.name), func(t *testing.T) {
 				bin := testutil.BuildDyadFailpoints(t)
 				r := run(t, bin, row.scenario, uint64(round)<<32|uint64(i))
 				appendResult(t, r)
 				add(&total, r)
 			})
-			t.Logf("soak so far: %s", summary(total))
+			if !ok {
+				failed++
+			}
+			t.Logf("soak so far: %s; %d failed runs", summary(total), failed)
+			if failed >= maxFailed {
+				t.Fatalf("soak stopped after %d failed runs", failed)
+			}
 		}
 	}
-	t.Logf("soak total: %s", summary(total))
+	t.Logf("soak total: %s; %d failed runs", summary(total), failed)
 }
 
 // add accumulates r into the total (Scenario counts the runs).
