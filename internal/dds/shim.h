@@ -48,6 +48,16 @@ dds_return_t dyad_wake(dyad_rx *rx);
 dyad_rx *dyad_rx_new_listener(uint32_t max, uintptr_t gohandle);
 dds_listener_t *dyad_listener(dyad_rx *rx);
 
+// Notify mode: the reader is created with dyad_notify_listener(rx); Cyclone's
+// delivery thread only tells Go (exported dyadOnNotify) that data is
+// waiting, and the owner takes it with dyad_take, from whichever thread.
+dds_listener_t *dyad_notify_listener(dyad_rx *rx);
+
+// dyad_take returns the previous loan, then takes up to rx->max samples of
+// reader with a loan, without waiting. Returns the number taken (loaned in
+// rx->bufs) or a negative DDS return code.
+int32_t dyad_take(dyad_rx *rx, dds_entity_t reader);
+
 dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples, int best_effort);
 
 #endif

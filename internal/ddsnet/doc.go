@@ -19,20 +19,43 @@
 //
 // # Receive path
 //
-// Every reader uses dds.ReceiveThread with a Handler: one goroutine locked
-// to its OS thread per topic takes batches with one cgo call and calls the
-// handler there. The listener mode is faster (see internal/dds) but runs on
-// Cyclone's shared delivery thread, where a handler blocked by a full
-// apply-loop queue would also stall heartbeats; per-topic threads keep the
-// classes independent. The payload is copied out of the pooled sample and
-// the sample released before the handler runs, so the handler owns the
-// Message. Samples of another cluster, and the node's own samples, are
-// dropped before that copy.
+// Every reader uses dds.ReceiveNotify. When samples arrive, Cyclone's
+// delivery thread takes what waits on that topic (up to Config.Batch, one
+// cgo take on a loan), drops samples of another cluster and the node's own,
+// copies the payloads out of the loan into one buffer for the batch, and
+// offers the batch to the consumer's transport.BatchHandler (StartBatch).
+// The replication loop's handler queues the whole batch or refuses it whole,
+// and never waits (internal/server/inbox.go), so one batch costs one wake-up
+// of the loop, with no goroutine of ddsnet's own in between.
+//
+// A refused batch is held and offered again, before anything newer of its
+// class, when the consumer calls Resume or the next sample arrives; behind
+// it, samples stay in the reader's history, bounded by ReaderMaxSamples, so
+// the peer's writer is what waits (at its high-water mark), never Cyclone's
+// delivery thread. That thread also carries the heartbeats and the RTPS
+// acknowledgements, which is why an earlier design kept the handler off it
+// (one locked goroutine per topic, then a hand-over per message to the
+// loop: two thread hand-offs per message). Each class has its own held
+// batch, so a refused log batch does not hold back heartbeats.
+//
+// Start (transport.Transport) is StartBatch with a handler that accepts
+// everything; it runs on Cyclone's thread and must be quick.
+//
+// # Sends
+//
+// Send is one dds_write on the caller's goroutine. At the writer's
+// high-water mark it blocks up to LoopSendTimeout (Catchup: SendTimeout) and
+// then returns transport.ErrTimeout, counted in Stats and in
+// dyad_dds_send_timeouts_total. The replication loop sends, and a stall of
+// a quarter lease looks to its detector like a freeze of the node, so
+// dyad serve bounds the loop's classes at lease/16.
 //
 // # Goroutines and locks
 //
-// The readers' goroutines belong to internal/dds and stop in Close, which
-// closes the participant (readers first, waiting for a running handler).
-// Net.mu guards started/closed only; it is never held across a DDS call
-// except Close's.
+// Net owns no goroutine: handlers run on Cyclone's delivery thread or in
+// Resume on the consumer's. Close closes the participant, readers first;
+// deleting a reader waits for a running listener. Net.mu guards
+// started/closed only and is held across StartBatch and Close. Lock order:
+// Net.mu -> inlet.mu -> the consumer's lock (inside the handler) ->
+// dds.Reader's take lock.
 package ddsnet

@@ -174,6 +174,9 @@ func (s *Server) applier(ctx context.Context) error {
 		tick, inbox, handoverc = t.C, s.repl.inbox, s.repl.handoverc
 	}
 	for {
+		if s.repl != nil {
+			s.repl.resumeRecv()
+		}
 		handing := s.repl != nil && s.repl.handover != nil
 		if handing {
 			s.progressHandover()

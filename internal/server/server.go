@@ -337,13 +337,19 @@ func (s *Server) Run(ctx context.Context) error {
 	run(s.gaugeLoop)
 	if s.repl != nil {
 		r := s.repl
-		err := r.tr.Start(func(m *transport.Message) {
-			m.Received = r.det.Now()
-			select {
-			case r.inbox <- m:
-			case <-ctx.Done():
-			}
-		})
+		var err error
+		if b, ok := r.tr.(transport.Batcher); ok {
+			r.recv.batcher = b
+			err = b.StartBatch(r.offer)
+		} else {
+			err = r.tr.Start(func(m *transport.Message) {
+				m.Received = r.det.Now()
+				select {
+				case r.inbox <- m:
+				case <-ctx.Done():
+				}
+			})
+		}
 		if err != nil {
 			cancel()
 			wg.Wait()

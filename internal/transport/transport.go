@@ -76,6 +76,31 @@ type Transport interface {
 	Close() error
 }
 
+// BatchHandler takes a batch of received messages, all of one Class and in
+// order, without blocking. It returns false when it has no room for the
+// whole batch: then it took none of it, and the transport keeps the batch,
+// and everything after it in that class, until Resume. Accepted messages
+// and their payloads belong to the handler.
+type BatchHandler func([]*Message) bool
+
+// Batcher is a Transport that hands received messages over in batches on a
+// thread that must never wait for the consumer (ddsnet: Cyclone's delivery
+// thread). Use StartBatch instead of Start.
+type Batcher interface {
+	Transport
+	// StartBatch begins delivering to h. Called once, instead of Start.
+	StartBatch(h BatchHandler) error
+	// Resume offers again what h refused. The consumer calls it after it
+	// has made room (every refusal is followed by a Resume that sees it, as
+	// long as the consumer calls Resume after consuming any message); it
+	// is cheap when nothing was refused. It runs h on the caller's
+	// goroutine.
+	Resume()
+	// MaxBatch is the largest batch h is offered: a consumer with room
+	// for MaxBatch messages accepts any batch.
+	MaxBatch() int
+}
+
 var (
 	// ErrTimeout: Send was blocked by back-pressure for too long; the
 	// message was not queued.
