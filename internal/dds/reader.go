@@ -228,7 +228,8 @@ func (p *Participant) NewReader(topic string, opt ReaderOptions) (*Reader, error
 // valid only until fn returns. It returns the number of samples taken,
 // valid or not (0: the reader was empty), or ErrClosed. Concurrent Takes
 // are serialised, so each batch is contiguous in the writer's order.
-// Two cgo calls per batch: the take and the loan's return.
+// One cgo call per batch: the loan is returned by the next Take (or
+// Close), after fn has seen the samples.
 func (r *Reader) Take(fn func(h *Header, payload []byte)) (int, error) {
 	if r.mode != ReceiveNotify {
 		return 0, &Error{Op: "Take (reader not in ReceiveNotify mode)", Code: 4}
@@ -245,7 +246,6 @@ func (r *Reader) Take(fn func(h *Header, payload []byte)) (int, error) {
 	if n < 0 {
 		return 0, ddsErr("dds_take", C.dds_return_t(n))
 	}
-	defer C.dyad_return(r.rx)
 	bufs := unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(r.rx.bufs)), n)
 	infos := unsafe.Slice(r.rx.infos, n)
 	for i := 0; i < n; i++ {

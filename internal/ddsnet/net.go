@@ -73,6 +73,9 @@ type inlet struct {
 	r    atomic.Pointer[dds.Reader] // nil until NewReader returned
 	mu   sync.Mutex
 	held []*transport.Message // a batch the consumer refused: offered first
+	// Scratch of take, reused under mu (what the consumer gets is fresh).
+	hdrs []dds.Header
+	offs []int
 }
 
 // Stats are a Net's counters since New.
@@ -245,13 +248,18 @@ func (n *Net) pump(c transport.Class) {
 	defer in.mu.Unlock()
 	for {
 		batch := in.held
+		last := false
 		if batch == nil {
 			var taken int
-			batch, taken = n.take(c, r)
-			if taken == 0 {
-				return
-			}
+			batch, taken = n.take(in, c, r)
+			// A short batch emptied the reader: what arrives later
+			// notifies again (the listener waits for mu), so stop here
+			// rather than pay another take to find nothing.
+			last = taken < n.cfg.Batch
 			if len(batch) == 0 {
+				if last {
+					return
+				}
 				continue // all dropped (other cluster, own, no data)
 			}
 		}
@@ -264,6 +272,9 @@ func (n *Net) pump(c transport.Class) {
 		in.held = nil
 		n.batches.Add(1)
 		n.messages.Add(uint64(len(batch)))
+		if last {
+			return
+		}
 	}
 }
 
@@ -271,12 +282,10 @@ func (n *Net) pump(c transport.Class) {
 // were taken (0: the reader is empty). Samples of another cluster and the
 // node's own are dropped. Payloads are copied out of Cyclone's loan into
 // one buffer per batch; the messages are allocated together.
-func (n *Net) take(c transport.Class, r *dds.Reader) ([]*transport.Message, int) {
-	var (
-		hdrs []dds.Header
-		offs []int
-		buf  []byte
-	)
+func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Message, int) {
+	hdrs, offs := in.hdrs[:0], in.offs[:0]
+	var buf []byte
+	defer func() { in.hdrs, in.offs = hdrs, offs }()
 	taken, err := r.Take(func(h *dds.Header, p []byte) {
 		if h.Cluster != n.cfg.Cluster || h.Node == n.cfg.Node {
 			return
