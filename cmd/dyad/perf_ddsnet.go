@@ -12,10 +12,10 @@ import (
 	"github.com/dyad-db/dyad/internal/transport"
 )
 
-// The replication path: ddsnet (the transport replication uses) handing
-// batches to an owner goroutine through a bounded queue that it never
-// waits on, and the owner resuming refused batches, exactly as the
-// replication loop is fed (internal/server/inbox.go). A ping is a Log
+// The replication path: ddsnet (the transport replication uses) signalling
+// an owner goroutine, which takes the waiting batches into a bounded queue
+// (Resume) on every turn, exactly as the replication loop is fed
+// (internal/server/inbox.go). A ping is a Log
 // message, the pong an Ack, as an entry and its acknowledgement travel.
 const (
 	perfNetCluster  = 0xd1ad
@@ -45,21 +45,26 @@ func (q *perfInbox) offer(ms []*transport.Message) bool {
 }
 
 // next returns the next message, or nil when ctx ends or timeout passes
-// (timeout 0: none).
+// (nil timeout: none). It takes what waits (Resume) before each wait and
+// whenever ddsnet signals Ready, as the replication loop does.
 func (q *perfInbox) next(ctx context.Context, timeout <-chan time.Time) *transport.Message {
-	q.net.Resume()
-	select {
-	case m := <-q.ch:
-		return m
-	default:
+	for {
+		q.net.Resume()
+		select {
+		case m := <-q.ch:
+			return m
+		default:
+		}
+		select {
+		case m := <-q.ch:
+			return m
+		case <-q.net.Ready():
+			continue
+		case <-ctx.Done():
+		case <-timeout:
+		}
+		return nil
 	}
-	select {
-	case m := <-q.ch:
-		return m
-	case <-ctx.Done():
-	case <-timeout:
-	}
-	return nil
 }
 
 func perfNet(j perfJob, node uint64) (*ddsnet.Net, *perfInbox, error) {

@@ -41,7 +41,8 @@ static void dyad_on_notify(dds_entity_t rd, void *arg)
 {
   (void) rd;
   dyad_rx *rx = arg;
-  dyadOnNotify(rx->gohandle);
+  if (__atomic_exchange_n(&rx->signalled, 1, __ATOMIC_SEQ_CST) == 0)
+    dyadOnNotify(rx->gohandle);
 }
 
 dds_listener_t *dyad_notify_listener(dyad_rx *rx)

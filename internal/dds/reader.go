@@ -49,7 +49,11 @@ type ReaderOptions struct {
 	// while it runs.
 	Handler func(*Sample)
 	// Notify (ReceiveNotify only, required) is called on Cyclone's
-	// delivery thread whenever samples arrive. Samples that arrive before
+	// delivery thread when samples arrive, at most once between two
+	// Takes: after a notification, a sample that arrives before the next
+	// Take does not notify again (that Take gets it; the owner takes until
+	// a Take returns fewer than Batch), so a flood costs Cyclone's thread
+	// one call into Go per Take. Samples that arrive before
 	// NewReader returns may find Take refusing them (it returns 0 until
 	// then), so the owner calls Take once after NewReader. Notify must not
 	// block on anything that waits for Cyclone's delivery; it may call

@@ -90,6 +90,7 @@ int32_t dyad_wait_take(dyad_rx *rx, int64_t timeout_ns)
 int32_t dyad_take(dyad_rx *rx, dds_entity_t reader)
 {
   dyad_return(rx);
+  __atomic_store_n(&rx->signalled, 0, __ATOMIC_SEQ_CST);
   rx->reader = reader;
   rx->bufs[0] = NULL;
   int32_t n = dds_take(reader, rx->bufs, rx->infos, rx->max, rx->max);

@@ -19,27 +19,31 @@
 //
 // # Receive path
 //
-// Every reader uses dds.ReceiveNotify. When samples arrive, Cyclone's
-// delivery thread takes what waits on that topic (up to Config.Batch, one
-// cgo take on a loan), drops samples of another cluster and the node's own,
-// copies the payloads out of the loan into one buffer for the batch, and
-// offers the batch to the consumer's transport.BatchHandler (StartBatch).
-// The replication loop's handler queues the whole batch or refuses it whole,
-// and never waits (internal/server/inbox.go), so one batch costs one wake-up
-// of the loop, with no goroutine of ddsnet's own in between.
+// Every reader uses dds.ReceiveNotify. When samples arrive on a topic,
+// Cyclone's delivery thread only signals Ready (one call into Go, then none
+// until the consumer has taken from that reader). The consumer, the
+// replication loop, wakes once, and its Resume takes every class's waiting
+// samples (one cgo take per batch of up to Config.Batch, on the loan),
+// drops samples of another cluster and the node's own, copies the payloads
+// into one buffer per batch, and offers each batch to its
+// transport.BatchHandler (StartBatch), which queues it whole or refuses it
+// whole without waiting (internal/server/inbox.go). So a burst costs one
+// wake-up of the loop and no goroutine of ddsnet's own.
 //
 // A refused batch is held and offered again, before anything newer of its
-// class, when the consumer calls Resume or the next sample arrives; behind
-// it, samples stay in the reader's history, bounded by ReaderMaxSamples, so
-// the peer's writer is what waits (at its high-water mark), never Cyclone's
-// delivery thread. That thread also carries the heartbeats and the RTPS
-// acknowledgements, which is why an earlier design kept the handler off it
-// (one locked goroutine per topic, then a hand-over per message to the
-// loop: two thread hand-offs per message). Each class has its own held
-// batch, so a refused log batch does not hold back heartbeats.
+// class, by the next Resume; behind it, samples stay in the reader's
+// history, bounded by ReaderMaxSamples, so the peer's writer is what waits
+// (at its high-water mark), never Cyclone's delivery thread. That thread
+// also carries the heartbeats and the RTPS acknowledgements, which is why
+// an earlier design kept handlers off it (one locked goroutine per topic,
+// then a hand-over per message to the loop: two thread hand-offs per
+// message). A second design ran the take and the hand-over on Cyclone's
+// thread for each arrival; that cost the thread's socket draining under a
+// flood (docs/BENCHMARKS.md). Each class has its own held batch, so a
+// refused log batch does not hold back heartbeats.
 //
-// Start (transport.Transport) is StartBatch with a handler that accepts
-// everything; it runs on Cyclone's thread and must be quick.
+// Start (transport.Transport) instead takes and hands over on Cyclone's
+// thread with a handler that accepts everything; it must be quick.
 //
 // # Sends
 //
@@ -52,8 +56,8 @@
 //
 // # Goroutines and locks
 //
-// Net owns no goroutine: handlers run on Cyclone's delivery thread or in
-// Resume on the consumer's. Close closes the participant, readers first;
+// Net owns no goroutine: handlers run in Resume on the consumer's
+// goroutine (or, after Start, on Cyclone's delivery thread). Close closes the participant, readers first;
 // deleting a reader waits for a running listener. Net.mu guards
 // started/closed only and is held across StartBatch and Close. Lock order:
 // Net.mu -> inlet.mu -> the consumer's lock (inside the handler) ->

@@ -49,9 +49,12 @@ type Net struct {
 	// reader exists. in[c] is class c's hand-over state.
 	h  transport.BatchHandler
 	in [transport.NumClasses]inlet
-	// parked: some class holds a refused batch. Set before each offer, so
-	// that a refusal is always seen by a later Resume (see pump).
-	parked atomic.Bool
+	// pending: some class may have messages to pump (notified, or holding
+	// a refused batch). Set before each offer, so that a refusal is
+	// always seen by a later Resume (see pump). ready wakes the consumer
+	// when pending is set by a notification (StartBatch).
+	pending atomic.Bool
+	ready   chan struct{}
 
 	// Counters (Stats).
 	sendTimeouts atomic.Uint64
@@ -157,7 +160,7 @@ func New(cfg Config) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{cfg: cfg, p: p}
+	n := &Net{cfg: cfg, p: p, ready: make(chan struct{}, 1)}
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
 		w, err := p.NewWriter(TopicName(cfg.Prefix, c), writerQoS(c, sendTimeout(cfg, c)))
 		if err != nil {
@@ -174,21 +177,29 @@ func New(cfg Config) (*Net, error) {
 // blocks stalls delivery on every topic of the participant. Replication uses
 // StartBatch.
 func (n *Net) Start(h transport.Handler) error {
-	return n.StartBatch(func(ms []*transport.Message) bool {
+	return n.start(func(ms []*transport.Message) bool {
 		for _, m := range ms {
 			h(m)
 		}
 		return true
-	})
+	}, false)
 }
 
 // MaxBatch implements transport.Batcher.
 func (n *Net) MaxBatch() int { return n.cfg.Batch }
 
 // StartBatch implements transport.Batcher: one ReceiveNotify reader per
-// class; on arrival Cyclone's delivery thread takes what waits and offers
-// it to h (pump), without waiting for the consumer.
-func (n *Net) StartBatch(h transport.BatchHandler) error {
+// class; on arrival Cyclone's delivery thread only wakes the consumer
+// (Ready), once until the consumer takes, and the consumer's Resume takes
+// every class's waiting messages and offers them to h (pump).
+func (n *Net) StartBatch(h transport.BatchHandler) error { return n.start(h, true) }
+
+// Ready implements transport.Batcher.
+func (n *Net) Ready() <-chan struct{} { return n.ready }
+
+// start creates the readers. pull: notifications wake the consumer, who
+// pumps in Resume; otherwise Cyclone's thread pumps (h runs there).
+func (n *Net) start(h transport.BatchHandler, pull bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -202,10 +213,20 @@ func (n *Net) StartBatch(h transport.BatchHandler) error {
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
 		class := c
 		r, err := n.p.NewReader(TopicName(n.cfg.Prefix, c), dds.ReaderOptions{
-			QoS:    dds.QoS{MaxSamples: n.cfg.ReaderMaxSamples, BestEffort: bestEffort(c)},
-			Mode:   dds.ReceiveNotify,
-			Batch:  n.cfg.Batch,
-			Notify: func() { n.pump(class) },
+			QoS:   dds.QoS{MaxSamples: n.cfg.ReaderMaxSamples, BestEffort: bestEffort(c)},
+			Mode:  dds.ReceiveNotify,
+			Batch: n.cfg.Batch,
+			Notify: func() {
+				if !pull {
+					n.pump(class)
+					return
+				}
+				n.pending.Store(true)
+				select {
+				case n.ready <- struct{}{}:
+				default: // already signalled
+				}
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("ddsnet: reader %s: %w", c, err)
@@ -217,12 +238,13 @@ func (n *Net) StartBatch(h transport.BatchHandler) error {
 	return nil
 }
 
-// Resume implements transport.Batcher.
+// Resume implements transport.Batcher: it pumps every class on the
+// caller's goroutine.
 func (n *Net) Resume() {
-	if !n.parked.Load() {
+	if !n.pending.Load() {
 		return
 	}
-	n.parked.Store(false)
+	n.pending.Store(false)
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
 		n.pump(c)
 	}
@@ -232,8 +254,8 @@ func (n *Net) Resume() {
 // time, until the reader is empty or the consumer refuses one; the refused
 // batch is held and offered first next time, and what follows it stays in
 // the reader's history (bounded by ReaderMaxSamples: the peer's writer then
-// blocks, not this thread). It runs on Cyclone's delivery thread or in
-// Resume.
+// blocks, never Cyclone's thread). It runs in Resume, or on Cyclone's
+// delivery thread after Start.
 //
 // parked is set before each offer, not after a refusal: the refusal found
 // the consumer's queue full, so the consumer has messages left and calls
@@ -263,7 +285,7 @@ func (n *Net) pump(c transport.Class) {
 				continue // all dropped (other cluster, own, no data)
 			}
 		}
-		n.parked.Store(true)
+		n.pending.Store(true)
 		if !n.h(batch) {
 			in.held = batch
 			n.refused.Add(1)

@@ -179,15 +179,34 @@ func batchPair(t *testing.T, cfg Config, g *gate) (*Net, *Net) {
 	return a, b
 }
 
+// next takes what waits on b (as the replication loop does: Resume on
+// every turn and when Ready fires) and returns the next accepted message.
+func next(t *testing.T, b *Net, g *gate) *transport.Message {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		b.Resume()
+		select {
+		case m := <-g.got:
+			return m
+		case <-b.Ready():
+		case <-timeout:
+			t.Fatal("nothing received")
+			return nil
+		}
+	}
+}
+
 // waitRefused waits until b's consumer has refused a batch.
 func waitRefused(t *testing.T, b *Net) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.Stats().Refused == 0 {
-		if time.Now().After(deadline) {
+	timeout := time.After(10 * time.Second)
+	for b.Resume(); b.Stats().Refused == 0; b.Resume() {
+		select {
+		case <-b.Ready():
+		case <-timeout:
 			t.Fatal("no batch was refused")
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -195,27 +214,21 @@ func waitRefused(t *testing.T, b *Net) {
 // 0..want-1 in order, skipping other classes.
 func drainInOrder(t *testing.T, b *Net, g *gate, want int) {
 	t.Helper()
-	next := 0
-	for next < want {
-		b.Resume()
-		select {
-		case m := <-g.got:
-			if m.Class != transport.Log {
-				continue
-			}
-			if m.Index != uint64(next) || len(m.Payload) == 0 || m.Payload[0] != byte(next) {
-				t.Fatalf("log message %d arrived as %d (payload %d bytes)", next, m.Index, len(m.Payload))
-			}
-			next++
-		case <-time.After(10 * time.Second):
-			t.Fatalf("only %d of %d log messages arrived after Resume", next, want)
+	for i := 0; i < want; {
+		m := next(t, b, g)
+		if m.Class != transport.Log {
+			continue
 		}
+		if m.Index != uint64(i) || len(m.Payload) == 0 || m.Payload[0] != byte(i) {
+			t.Fatalf("log message %d arrived as %d (payload %d bytes)", i, m.Index, len(m.Payload))
+		}
+		i++
 	}
 }
 
-// A consumer whose queue is full refuses the batch; that must neither block
-// Cyclone's delivery thread (the heartbeats still arrive) nor lose or
-// reorder the refused messages, which arrive after Resume.
+// A consumer whose queue is full refuses the batch; that must neither hold
+// back the heartbeats nor lose or reorder the refused messages, which
+// arrive once the consumer has room.
 func TestFullConsumerDoesNotStallHeartbeats(t *testing.T) {
 	g := &gate{got: make(chan *transport.Message, 100000)}
 	g.refuseLog.Store(true)
@@ -231,7 +244,7 @@ func TestFullConsumerDoesNotStallHeartbeats(t *testing.T) {
 		if err := a.Send(&transport.Message{Class: transport.Heartbeat, Index: uint64(i)}); err != nil {
 			t.Fatal(err)
 		}
-		m := recv(t, g.got)
+		m := next(t, b, g)
 		if m.Class != transport.Heartbeat || m.Index != uint64(i) {
 			t.Fatalf("while the log was refused, got %s #%d instead of heartbeat #%d", m.Class, m.Index, i)
 		}

@@ -168,10 +168,12 @@ func (s *Server) applier(ctx context.Context) error {
 	var tick <-chan time.Time
 	var inbox <-chan *transport.Message
 	var handoverc <-chan *handover
+	var recvReady <-chan struct{} // a batching transport has messages (inbox.go)
 	if s.repl != nil {
 		t := time.NewTicker(s.repl.cfg.Lease / 8)
 		defer t.Stop()
 		tick, inbox, handoverc = t.C, s.repl.inbox, s.repl.handoverc
+		recvReady = s.repl.recvReady()
 	}
 	for {
 		if s.repl != nil {
@@ -215,6 +217,8 @@ func (s *Server) applier(ctx context.Context) error {
 			s.onTick(ctx)
 		case h := <-handoverc:
 			s.startHandover(h)
+		case <-recvReady:
+			// Taken by resumeRecv at the top of the next turn.
 		}
 	}
 }

@@ -338,8 +338,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.repl != nil {
 		r := s.repl
 		var err error
-		if b, ok := r.tr.(transport.Batcher); ok {
-			r.recv.batcher = b
+		if b := r.batcher(); b != nil {
 			err = b.StartBatch(r.offer)
 		} else {
 			err = r.tr.Start(func(m *transport.Message) {

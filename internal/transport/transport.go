@@ -83,17 +83,22 @@ type Transport interface {
 // and their payloads belong to the handler.
 type BatchHandler func([]*Message) bool
 
-// Batcher is a Transport that hands received messages over in batches on a
-// thread that must never wait for the consumer (ddsnet: Cyclone's delivery
-// thread). Use StartBatch instead of Start.
+// Batcher is a Transport whose consumer pulls received messages in
+// batches: the network thread only signals Ready (ddsnet: Cyclone's
+// delivery thread, which must never wait for the consumer), and the
+// consumer's Resume hands over what waits. Use StartBatch instead of Start.
 type Batcher interface {
 	Transport
-	// StartBatch begins delivering to h. Called once, instead of Start.
+	// StartBatch sets the handler Resume offers to. Called once, instead
+	// of Start.
 	StartBatch(h BatchHandler) error
-	// Resume offers again what h refused. The consumer calls it after it
-	// has made room (every refusal is followed by a Resume that sees it, as
-	// long as the consumer calls Resume after consuming any message); it
-	// is cheap when nothing was refused. It runs h on the caller's
+	// Ready receives a value when messages may wait for Resume.
+	Ready() <-chan struct{}
+	// Resume offers h what waits, in batches, including what h refused
+	// before. The consumer calls it whenever Ready fires and after it has
+	// consumed messages (every refusal is followed by a Resume that sees
+	// it, as long as the consumer calls Resume after consuming any
+	// message); it is cheap when nothing waits. It runs h on the caller's
 	// goroutine.
 	Resume()
 	// MaxBatch is the largest batch h is offered: a consumer with room
