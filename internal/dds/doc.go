@@ -88,7 +88,8 @@
 //     Cyclone's delivery for every reader of the participant (heartbeats
 //     included) — use it with a quick Handler (e.g. ack/heartbeat handling).
 //   - ReceiveNotify: the data_available listener only calls the owner's
-//     Notify; the owner calls Reader.Take (on that thread or any other),
+//     Notify, once until the next Take (a flag in C memory, re-armed by the
+//     take); the owner calls Reader.Take (on that thread or any other),
 //     which takes one batch with a loan and shows each payload in place
 //     (valid during the callback; no copy by this package). What the owner
 //     does not take stays in the reader's history (QoS.MaxSamples), so a
