@@ -47,7 +47,8 @@ func (j perfJob) config() dds.Config {
 // each sample on Cyclone's receive thread (as ddsperf does); "channel"
 // hands it to a Go goroutine through the reader's channel, which is how a
 // protocol owner such as ddsnet's consumes samples.
-// "ddsnet" is the transport replication actually uses (round trips only).
+// "ddsnet" is the transport replication actually uses, fed to an owner
+// goroutine as the replication loop is (cmd/dyad/perf_ddsnet.go).
 var perfPaths = []struct {
 	name   string
 	inline bool
@@ -76,8 +77,10 @@ for Cyclone's ddsperf (the baseline, same pair, same Cyclone configuration,
 same run) and for dyad's receive paths: dyad-inline (sample handled
 on Cyclone's receive thread, like ddsperf) and dyad-channel (sample handed
 to a Go goroutine, the way replication's owner goroutine consumes it) and
-dyad-ddsnet (round trips through internal/ddsnet, the transport replication
-uses, ping as a Log message and pong as an Ack; no throughput phase).
+dyad-ddsnet (internal/ddsnet, the transport replication uses, handing
+batches to an owner goroutine as it feeds the replication loop: ping as a
+Log message and pong as an Ack; throughput is Log messages per second
+delivered to the peer's owner, counted there).
 Ratios are dyad ÷ ddsperf at the same size.
 
 DDS Security: --secure makes a CA, an identity per end, and governance and

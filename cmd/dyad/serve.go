@@ -319,10 +319,15 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 			},
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
+			// The loop's sends give up long before its detector would take
+			// the stall for a freeze (lease/4); entries not sent are caught
+			// up from the log.
+			LoopSendTimeout: plan.repl.Lease / 16,
 		})
 		if err != nil {
 			return fmt.Errorf("dds: %w", err)
 		}
+		reg.MustRegister(tr.Collectors()...)
 		plan.repl.Transport = tr
 		cfg.Repl = &plan.repl
 		log.Info("two-zone pair", "self", plan.self.name, "peer", plan.peer.name, "peer-host", plan.peer.host,

@@ -87,8 +87,16 @@
 //     Fewest thread hand-offs, but a blocked channel or a slow Handler stalls
 //     Cyclone's delivery for every reader of the participant (heartbeats
 //     included) — use it with a quick Handler (e.g. ack/heartbeat handling).
+//   - ReceiveNotify: the data_available listener only calls the owner's
+//     Notify, once until the next Take (a flag in C memory, re-armed by the
+//     take); the owner calls Reader.Take (on that thread or any other),
+//     which takes one batch with a loan and shows each payload in place
+//     (valid during the callback; no copy by this package). What the owner
+//     does not take stays in the reader's history (QoS.MaxSamples), so a
+//     busy owner holds back the remote writer instead of Cyclone's thread.
+//     internal/ddsnet uses it.
 //
-// Either mode either sends samples on Reader.C() (a buffered channel to the
+// The first two modes either send samples on Reader.C() (a buffered channel to the
 // owner's goroutine) or, when ReaderOptions.Handler is set, calls the
 // handler on the receive thread. Measured over a veth pair (TestPerfNetns,
 // loaded 2-core machine; ddsperf on the same pair and config):
@@ -97,6 +105,10 @@
 // scheduler hand-off per sample (about 3–6x ddsperf's p50 round trip).
 //
 // # Goroutines and locks
+//
+// ReceiveNotify readers own no goroutine; Reader.takeMu serialises Take
+// and is taken by Close (not across dds_delete) so no loan outlives the
+// reader.
 //
 // Goroutine ownership: each ReceiveThread Reader owns exactly one goroutine,
 // stopped by Reader.Close (guard condition wakes the waitset; Close waits for

@@ -36,3 +36,18 @@ dds_listener_t *dyad_listener(dyad_rx *rx)
   dds_lset_data_available(l, dyad_on_data);
   return l;
 }
+
+static void dyad_on_notify(dds_entity_t rd, void *arg)
+{
+  (void) rd;
+  dyad_rx *rx = arg;
+  if (__atomic_exchange_n(&rx->signalled, 1, __ATOMIC_SEQ_CST) == 0)
+    dyadOnNotify(rx->gohandle);
+}
+
+dds_listener_t *dyad_notify_listener(dyad_rx *rx)
+{
+  dds_listener_t *l = dds_create_listener(rx);
+  dds_lset_data_available(l, dyad_on_notify);
+  return l;
+}

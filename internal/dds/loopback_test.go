@@ -232,3 +232,83 @@ func TestBestEffortMatching(t *testing.T) {
 	default:
 	}
 }
+
+// A ReceiveNotify reader delivers nothing by itself: Notify only says that
+// samples wait, at most once until the next Take, and Take shows them in
+// the writer's order with intact payloads. A burst written while nobody
+// takes therefore costs one notification.
+func TestNotifyOncePerTake(t *testing.T) {
+	cfg := loopbackCfg(t)
+	pa, err := NewParticipant(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	pb, err := NewParticipant(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	const topic = "dyad_test_notify"
+	w, err := pa.NewWriter(topic, QoS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notified := make(chan struct{}, 1000)
+	r, err := pb.NewReader(topic, ReaderOptions{Mode: ReceiveNotify, Batch: 8, Notify: func() { notified <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.WaitMatched(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitMatched(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The owner's first Take after NewReader arms the notification.
+	if n, err := r.Take(func(*Header, []byte) {}); err != nil || n != 0 {
+		t.Fatalf("first Take: %d samples, %v", n, err)
+	}
+	const total = 20
+	for i := uint64(1); i <= total; i++ {
+		if err := w.Write(&Header{Index: i}, payloadFor(i, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-notified:
+	case <-ctx.Done():
+		t.Fatal("no notification")
+	}
+	var next uint64 = 1
+	for next <= total {
+		n, err := r.Take(func(h *Header, p []byte) {
+			if h.Index != next || !bytes.Equal(p, payloadFor(next, 100)) {
+				t.Fatalf("sample %d arrived as %d (%d bytes)", next, h.Index, len(p))
+			}
+			next++
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			// Not all arrived yet: the next arrival notifies again.
+			select {
+			case <-notified:
+			case <-ctx.Done():
+				t.Fatalf("stalled after %d samples", next-1)
+			}
+		}
+	}
+	if extra := len(notified); extra > total/2 {
+		t.Errorf("%d further notifications for %d samples: not once per take", extra, total)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Take(func(*Header, []byte) {}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Take after Close: %v", err)
+	}
+}

@@ -25,6 +25,13 @@ const (
 	// ReceiveListener: a C data-available listener on Cyclone's delivery
 	// thread takes each batch and calls into Go once per batch.
 	ReceiveListener
+	// ReceiveNotify: a C data-available listener on Cyclone's delivery
+	// thread calls ReaderOptions.Notify and takes nothing; the owner takes
+	// with Reader.Take (on that thread or any other). Until it does, the
+	// samples stay in the reader's history, bounded by QoS.MaxSamples, so
+	// an owner that cannot keep up pushes back on the remote writer and
+	// never needs to block Cyclone's thread.
+	ReceiveNotify
 )
 
 // ReaderOptions configure NewReader.
@@ -41,6 +48,17 @@ type ReaderOptions struct {
 	// mode it runs on Cyclone's delivery thread and blocks all delivery
 	// while it runs.
 	Handler func(*Sample)
+	// Notify (ReceiveNotify only, required) is called on Cyclone's
+	// delivery thread when samples arrive, at most once between two
+	// Takes: after a notification, a sample that arrives before the next
+	// Take does not notify again (that Take gets it; the owner takes until
+	// a Take returns fewer than Batch), so a flood costs Cyclone's thread
+	// one call into Go per Take. Samples that arrive before
+	// NewReader returns may find Take refusing them (it returns 0 until
+	// then), so the owner calls Take once after NewReader. Notify must not
+	// block on anything that waits for Cyclone's delivery; it may call
+	// Take. It is never called after Close returns.
+	Notify func()
 }
 
 // Sample is one received Envelope. Payload aliases a pooled buffer and is
@@ -106,6 +124,15 @@ type Reader struct {
 	samples atomic.Uint64
 	allocs  atomic.Uint64
 
+	// ReceiveNotify: notify is ReaderOptions.Notify; ready is set once
+	// handle and rx are final (the listener may fire before that).
+	// takeMu serialises Take and Close's teardown of rx, so the batches
+	// of concurrent Takes do not interleave; gone is set, before the reader is deleted, so no Take holds a loan of a deleted reader.
+	notify func()
+	ready  atomic.Bool
+	takeMu sync.Mutex
+	gone   bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -143,6 +170,28 @@ func (p *Participant) NewReader(topic string, opt ReaderOptions) (*Reader, error
 	defer C.dds_delete_qos(q)
 
 	switch r.mode {
+	case ReceiveNotify:
+		if opt.Notify == nil {
+			return nil, &Error{Op: "NewReader(ReceiveNotify without Notify)", Code: 4}
+		}
+		r.notify = opt.Notify
+		r.cgoh = cgo.NewHandle(r)
+		r.rx = C.dyad_rx_new_listener(C.uint32_t(opt.Batch), C.uintptr_t(r.cgoh))
+		if r.rx == nil {
+			r.cgoh.Delete()
+			return nil, &Error{Op: "dyad_rx_new_listener", Code: 5}
+		}
+		l := C.dyad_notify_listener(r.rx)
+		h := C.dds_create_reader(p.handle, t, q, l)
+		C.dds_delete_listener(l)
+		if h < 0 {
+			C.dyad_rx_free(r.rx)
+			r.cgoh.Delete()
+			return nil, ddsErr("dds_create_reader", h)
+		}
+		r.handle = h
+		r.ready.Store(true)
+		close(r.done)
 	case ReceiveListener:
 		r.cgoh = cgo.NewHandle(r)
 		r.rx = C.dyad_rx_new_listener(C.uint32_t(opt.Batch), C.uintptr_t(r.cgoh))
@@ -175,6 +224,56 @@ func (p *Participant) NewReader(topic string, opt ReaderOptions) (*Reader, error
 	}
 	p.readers[r] = struct{}{}
 	return r, nil
+}
+
+// Take takes the samples waiting in a ReceiveNotify reader, up to
+// ReaderOptions.Batch, without waiting, and calls fn for each valid one in
+// order. payload aliases the sample as Cyclone loaned it (no copy) and is
+// valid only until fn returns. It returns the number of samples taken,
+// valid or not (0: the reader was empty), or ErrClosed. Concurrent Takes
+// are serialised, so each batch is contiguous in the writer's order.
+// One cgo call per batch: the loan is returned by the next Take (or
+// Close), after fn has seen the samples.
+func (r *Reader) Take(fn func(h *Header, payload []byte)) (int, error) {
+	if r.mode != ReceiveNotify {
+		return 0, &Error{Op: "Take (reader not in ReceiveNotify mode)", Code: 4}
+	}
+	if !r.ready.Load() {
+		return 0, nil // the owner takes again once NewReader returned
+	}
+	r.takeMu.Lock()
+	defer r.takeMu.Unlock()
+	if r.gone {
+		return 0, ErrClosed
+	}
+	n := int(C.dyad_take(r.rx, r.handle))
+	if n < 0 {
+		return 0, ddsErr("dds_take", C.dds_return_t(n))
+	}
+	bufs := unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(r.rx.bufs)), n)
+	infos := unsafe.Slice(r.rx.infos, n)
+	for i := 0; i < n; i++ {
+		if !bool(infos[i].valid_data) {
+			continue
+		}
+		env := (*C.dyad_Envelope)(bufs[i])
+		h := Header{
+			Version: uint16(env.version),
+			Kind:    uint16(env.kind),
+			Flags:   uint32(env.flags),
+			Cluster: uint64(env.cluster),
+			Node:    uint64(env.node),
+			Term:    uint64(env.term),
+			Index:   uint64(env.index),
+		}
+		var payload []byte
+		if ln := int(env.payload._length); ln > 0 {
+			payload = unsafe.Slice((*byte)(unsafe.Pointer(env.payload._buffer)), ln)
+		}
+		r.samples.Add(1)
+		fn(&h, payload)
+	}
+	return n, nil
 }
 
 // C returns the channel samples are delivered on (nil if a Handler is set).
@@ -296,6 +395,17 @@ func roundUp(n int) int {
 	return c
 }
 
+//export dyadOnNotify
+func dyadOnNotify(h C.uintptr_t) {
+	r := cgo.Handle(h).Value().(*Reader)
+	select {
+	case <-r.stop:
+		return // closing: the owner takes nothing more
+	default:
+	}
+	r.notify()
+}
+
 //export dyadOnData
 func dyadOnData(h C.uintptr_t, rx *C.dyad_rx, n C.int32_t) {
 	r := cgo.Handle(h).Value().(*Reader)
@@ -308,6 +418,17 @@ func (r *Reader) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.stop)
 		switch r.mode {
+		case ReceiveNotify:
+			// First wait out a Take in progress and refuse later ones
+			// (no loan may outlive the reader); takeMu is not held across
+			// dds_delete, which waits for a running listener callback that
+			// may itself be waiting to Take.
+			r.takeMu.Lock()
+			r.gone = true
+			r.takeMu.Unlock()
+			r.closeErr = ddsErr("dds_delete(reader)", C.dds_delete(r.handle))
+			C.dyad_rx_free(r.rx)
+			r.cgoh.Delete()
 		case ReceiveListener:
 			// dds_delete waits for a running listener callback; deliver
 			// returns promptly because stop is closed.

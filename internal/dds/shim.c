@@ -87,6 +87,17 @@ int32_t dyad_wait_take(dyad_rx *rx, int64_t timeout_ns)
   return 0;
 }
 
+int32_t dyad_take(dyad_rx *rx, dds_entity_t reader)
+{
+  dyad_return(rx);
+  __atomic_store_n(&rx->signalled, 0, __ATOMIC_SEQ_CST);
+  rx->reader = reader;
+  rx->bufs[0] = NULL;
+  int32_t n = dds_take(reader, rx->bufs, rx->infos, rx->max, rx->max);
+  if (n > 0) rx->outstanding = n;
+  return n;
+}
+
 dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples, int best_effort)
 {
   dds_qos_t *q = dds_create_qos();

@@ -32,6 +32,7 @@ typedef struct dyad_rx {
   uintptr_t gohandle;   // runtime/cgo.Handle of the Go *Reader (listener mode)
   uint32_t max;
   int32_t outstanding;  // number of loaned samples in bufs
+  int signalled;        // notify mode: Go was told since the last take (atomic)
   void **bufs;
   dds_sample_info_t *infos;
 } dyad_rx;
@@ -47,6 +48,18 @@ dds_return_t dyad_wake(dyad_rx *rx);
 // dyadOnData, then returns the loan.
 dyad_rx *dyad_rx_new_listener(uint32_t max, uintptr_t gohandle);
 dds_listener_t *dyad_listener(dyad_rx *rx);
+
+// Notify mode: the reader is created with dyad_notify_listener(rx); Cyclone's
+// delivery thread only tells Go (exported dyadOnNotify) that data is
+// waiting, once until the next dyad_take, and the owner takes it with
+// dyad_take, from whichever thread.
+dds_listener_t *dyad_notify_listener(dyad_rx *rx);
+
+// dyad_take returns the previous loan, re-arms the notification (before the
+// take, so a sample arriving after it notifies again), then takes up to rx->max samples of
+// reader with a loan, without waiting. Returns the number taken (loaned in
+// rx->bufs) or a negative DDS return code.
+int32_t dyad_take(dyad_rx *rx, dds_entity_t reader);
 
 dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples, int best_effort);
 

@@ -19,20 +19,47 @@
 //
 // # Receive path
 //
-// Every reader uses dds.ReceiveThread with a Handler: one goroutine locked
-// to its OS thread per topic takes batches with one cgo call and calls the
-// handler there. The listener mode is faster (see internal/dds) but runs on
-// Cyclone's shared delivery thread, where a handler blocked by a full
-// apply-loop queue would also stall heartbeats; per-topic threads keep the
-// classes independent. The payload is copied out of the pooled sample and
-// the sample released before the handler runs, so the handler owns the
-// Message. Samples of another cluster, and the node's own samples, are
-// dropped before that copy.
+// Every reader uses dds.ReceiveNotify. When samples arrive on a topic,
+// Cyclone's delivery thread only signals Ready (one call into Go, then none
+// until the consumer has taken from that reader). The consumer, the
+// replication loop, wakes once, and its Resume takes every class's waiting
+// samples (one cgo take per batch of up to Config.Batch, on the loan),
+// drops samples of another cluster and the node's own, copies the payloads
+// into one buffer per batch, and offers each batch to its
+// transport.BatchHandler (StartBatch), which queues it whole or refuses it
+// whole without waiting (internal/server/inbox.go). So a burst costs one
+// wake-up of the loop and no goroutine of ddsnet's own.
+//
+// A refused batch is held and offered again, before anything newer of its
+// class, by the next Resume; behind it, samples stay in the reader's
+// history, bounded by ReaderMaxSamples, so the peer's writer is what waits
+// (at its high-water mark), never Cyclone's delivery thread. That thread
+// also carries the heartbeats and the RTPS acknowledgements, which is why
+// an earlier design kept handlers off it (one locked goroutine per topic,
+// then a hand-over per message to the loop: two thread hand-offs per
+// message). A second design ran the take and the hand-over on Cyclone's
+// thread for each arrival; that cost the thread's socket draining under a
+// flood (docs/BENCHMARKS.md). Each class has its own held batch, so a
+// refused log batch does not hold back heartbeats.
+//
+// Start (transport.Transport) instead takes and hands over on Cyclone's
+// thread with a handler that accepts everything; it must be quick.
+//
+// # Sends
+//
+// Send is one dds_write on the caller's goroutine. At the writer's
+// high-water mark it blocks up to LoopSendTimeout (Catchup: SendTimeout) and
+// then returns transport.ErrTimeout, counted in Stats and in
+// dyad_dds_send_timeouts_total. The replication loop sends, and a stall of
+// a quarter lease looks to its detector like a freeze of the node, so
+// dyad serve bounds the loop's classes at lease/16.
 //
 // # Goroutines and locks
 //
-// The readers' goroutines belong to internal/dds and stop in Close, which
-// closes the participant (readers first, waiting for a running handler).
-// Net.mu guards started/closed only; it is never held across a DDS call
-// except Close's.
+// Net owns no goroutine: handlers run in Resume on the consumer's
+// goroutine (or, after Start, on Cyclone's delivery thread). Close closes the participant, readers first;
+// deleting a reader waits for a running listener. Net.mu guards
+// started/closed only and is held across StartBatch and Close. Lock order:
+// Net.mu -> inlet.mu -> the consumer's lock (inside the handler) ->
+// dds.Reader's take lock.
 package ddsnet

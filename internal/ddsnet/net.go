@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dyad-db/dyad/internal/dds"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -19,10 +21,21 @@ type Config struct {
 	// Prefix of the topic names. Default "dyad".
 	Prefix string
 	// SendTimeout bounds how long Send blocks at the writer's high-water
-	// mark. Default 2s.
+	// mark on the Catchup class (bulk transfer, sent off the replication
+	// loop). Default 2s.
 	SendTimeout time.Duration
+	// LoopSendTimeout is that bound for every other class: the
+	// replication loop sends those, so a node sets it far below its peer
+	// lease (dyad serve: lease/16); a longer stall would look to the
+	// loop's detector like a freeze of the node itself and restart its
+	// count of the peer's silence, delaying a failover. Default
+	// SendTimeout.
+	LoopSendTimeout time.Duration
 	// ReaderMaxSamples bounds each reader's history. Default 4096.
 	ReaderMaxSamples int
+	// Batch is the most messages of one class handed over at once
+	// (MaxBatch). Default 256.
+	Batch int
 }
 
 // Net is one node's DDS transport.
@@ -31,6 +44,23 @@ type Net struct {
 	p   *dds.Participant
 	w   [transport.NumClasses]*dds.Writer
 	r   [transport.NumClasses]*dds.Reader
+
+	// h is the consumer's handler, set once by StartBatch before any
+	// reader exists. in[c] is class c's hand-over state.
+	h  transport.BatchHandler
+	in [transport.NumClasses]inlet
+	// pending: some class may have messages to pump (notified, or holding
+	// a refused batch). Set before each offer, so that a refusal is
+	// always seen by a later Resume (see pump). ready wakes the consumer
+	// when pending is set by a notification (StartBatch).
+	pending atomic.Bool
+	ready   chan struct{}
+
+	// Counters (Stats).
+	sendTimeouts atomic.Uint64
+	refused      atomic.Uint64
+	batches      atomic.Uint64
+	messages     atomic.Uint64
 
 	mu      sync.Mutex
 	started bool
@@ -47,7 +77,48 @@ func (n *Net) Dropped() (otherCluster, own uint64) {
 	return n.droppedForeign.Load(), n.droppedOwn.Load()
 }
 
-var _ transport.Transport = (*Net)(nil)
+// inlet is one class's hand-over. mu is held across a take from the
+// class's reader and the offer of what it took, so that batches reach the
+// consumer in the writer's order whichever thread pumps (Cyclone's, on
+// arrival, or the consumer's, in Resume). It is held only for a take, a
+// copy and a non-blocking offer, never while waiting for the consumer.
+type inlet struct {
+	r    atomic.Pointer[dds.Reader] // nil until NewReader returned
+	mu   sync.Mutex
+	held []*transport.Message // a batch the consumer refused: offered first
+	// Scratch of take, reused under mu (what the consumer gets is fresh).
+	hdrs []dds.Header
+	offs []int
+}
+
+// Stats are a Net's counters since New.
+type Stats struct {
+	SendTimeouts uint64 // Sends that gave up at the writer's high-water mark
+	Refused      uint64 // batches the consumer refused (its queue was full)
+	Batches      uint64 // batches handed over
+	Messages     uint64 // messages handed over
+}
+
+// Collectors are the counters as Prometheus series, for the node's
+// registry.
+func (n *Net) Collectors() []prometheus.Collector {
+	counter := func(name, help string, v *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
+	}
+	return []prometheus.Collector{
+		counter("dyad_dds_send_timeouts_total", "Replication sends that gave up at the DDS writer's high-water mark after SendTimeout (the message was not sent; entries are caught up from the log).", &n.sendTimeouts),
+		counter("dyad_dds_receive_refused_batches_total", "Received batches the replication loop's full inbox refused; they waited in DDS and were offered again.", &n.refused),
+		counter("dyad_dds_receive_batches_total", "Received batches handed to the replication loop.", &n.batches),
+		counter("dyad_dds_receive_messages_total", "Received messages handed to the replication loop.", &n.messages),
+	}
+}
+
+// Stats returns the counters.
+func (n *Net) Stats() Stats {
+	return Stats{SendTimeouts: n.sendTimeouts.Load(), Refused: n.refused.Load(), Batches: n.batches.Load(), Messages: n.messages.Load()}
+}
+
+var _ transport.Batcher = (*Net)(nil)
 
 // TopicName is the DDS topic of class c.
 func TopicName(prefix string, c transport.Class) string { return prefix + "_" + c.String() }
@@ -70,6 +141,14 @@ func writerQoS(c transport.Class, sendTimeout time.Duration) dds.QoS {
 	return dds.QoS{MaxBlockingTime: sendTimeout}
 }
 
+// sendTimeout is the writer's max_blocking_time of class c.
+func sendTimeout(cfg Config, c transport.Class) time.Duration {
+	if c == transport.Catchup {
+		return cfg.SendTimeout
+	}
+	return cfg.LoopSendTimeout
+}
+
 // New creates the participant and the writers; Start adds the readers.
 func New(cfg Config) (*Net, error) {
 	if cfg.Prefix == "" {
@@ -78,16 +157,22 @@ func New(cfg Config) (*Net, error) {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 2 * time.Second
 	}
+	if cfg.LoopSendTimeout <= 0 {
+		cfg.LoopSendTimeout = cfg.SendTimeout
+	}
 	if cfg.ReaderMaxSamples <= 0 {
 		cfg.ReaderMaxSamples = 4096
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
 	}
 	p, err := dds.NewParticipant(cfg.DDS)
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{cfg: cfg, p: p}
+	n := &Net{cfg: cfg, p: p, ready: make(chan struct{}, 1)}
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
-		w, err := p.NewWriter(TopicName(cfg.Prefix, c), writerQoS(c, cfg.SendTimeout))
+		w, err := p.NewWriter(TopicName(cfg.Prefix, c), writerQoS(c, sendTimeout(cfg, c)))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("ddsnet: writer %s: %w", c, err)
@@ -97,8 +182,34 @@ func New(cfg Config) (*Net, error) {
 	return n, nil
 }
 
-// Start implements transport.Transport.
+// Start implements transport.Transport through StartBatch: h runs on
+// Cyclone's delivery thread and every batch is accepted, so a handler that
+// blocks stalls delivery on every topic of the participant. Replication uses
+// StartBatch.
 func (n *Net) Start(h transport.Handler) error {
+	return n.start(func(ms []*transport.Message) bool {
+		for _, m := range ms {
+			h(m)
+		}
+		return true
+	}, false)
+}
+
+// MaxBatch implements transport.Batcher.
+func (n *Net) MaxBatch() int { return n.cfg.Batch }
+
+// StartBatch implements transport.Batcher: one ReceiveNotify reader per
+// class; on arrival Cyclone's delivery thread only wakes the consumer
+// (Ready), once until the consumer takes, and the consumer's Resume takes
+// every class's waiting messages and offers them to h (pump).
+func (n *Net) StartBatch(h transport.BatchHandler) error { return n.start(h, true) }
+
+// Ready implements transport.Batcher.
+func (n *Net) Ready() <-chan struct{} { return n.ready }
+
+// start creates the readers. pull: notifications wake the consumer, who
+// pumps in Resume; otherwise Cyclone's thread pumps (h runs there).
+func (n *Net) start(h transport.BatchHandler, pull bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -108,35 +219,135 @@ func (n *Net) Start(h transport.Handler) error {
 		return errors.New("ddsnet: started twice")
 	}
 	n.started = true
+	n.h = h
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
 		class := c
 		r, err := n.p.NewReader(TopicName(n.cfg.Prefix, c), dds.ReaderOptions{
-			QoS:  dds.QoS{MaxSamples: n.cfg.ReaderMaxSamples, BestEffort: bestEffort(c)},
-			Mode: dds.ReceiveThread,
-			Handler: func(s *dds.Sample) {
-				if s.Cluster != n.cfg.Cluster || s.Node == n.cfg.Node {
-					if s.Cluster != n.cfg.Cluster {
-						n.droppedForeign.Add(1)
-					} else {
-						n.droppedOwn.Add(1)
-					}
-					s.Release()
+			QoS:   dds.QoS{MaxSamples: n.cfg.ReaderMaxSamples, BestEffort: bestEffort(c)},
+			Mode:  dds.ReceiveNotify,
+			Batch: n.cfg.Batch,
+			Notify: func() {
+				if !pull {
+					n.pump(class)
 					return
 				}
-				m := &transport.Message{
-					Class: class, Kind: s.Kind, Flags: s.Flags, Cluster: s.Cluster, From: s.Node,
-					Term: s.Term, Index: s.Index, Payload: append([]byte(nil), s.Payload...),
+				n.pending.Store(true)
+				select {
+				case n.ready <- struct{}{}:
+				default: // already signalled
 				}
-				s.Release()
-				h(m)
 			},
 		})
 		if err != nil {
 			return fmt.Errorf("ddsnet: reader %s: %w", c, err)
 		}
 		n.r[c] = r
+		n.in[c].r.Store(r)
+		n.pump(c) // what arrived before the reader was stored
 	}
 	return nil
+}
+
+// Resume implements transport.Batcher: it pumps every class on the
+// caller's goroutine.
+func (n *Net) Resume() {
+	if !n.pending.Load() {
+		return
+	}
+	n.pending.Store(false)
+	for c := transport.Class(0); c < transport.NumClasses; c++ {
+		n.pump(c)
+	}
+}
+
+// pump hands class c's waiting messages to the consumer, a batch at a
+// time, until the reader is empty or the consumer refuses one; the refused
+// batch is held and offered first next time, and what follows it stays in
+// the reader's history (bounded by ReaderMaxSamples: the peer's writer then
+// blocks, never Cyclone's thread). It runs in Resume, or on Cyclone's
+// delivery thread after Start.
+//
+// parked is set before each offer, not after a refusal: the refusal found
+// the consumer's queue full, so the consumer has messages left and calls
+// Resume after consuming one, which is after parked was set.
+func (n *Net) pump(c transport.Class) {
+	in := &n.in[c]
+	r := in.r.Load()
+	if r == nil {
+		return // StartBatch pumps once the reader is stored
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for {
+		batch := in.held
+		last := false
+		if batch == nil {
+			var taken int
+			batch, taken = n.take(in, c, r)
+			// A short batch emptied the reader: what arrives later
+			// notifies again (the listener waits for mu), so stop here
+			// rather than pay another take to find nothing.
+			last = taken < n.cfg.Batch
+			if len(batch) == 0 {
+				if last {
+					return
+				}
+				continue // all dropped (other cluster, own, no data)
+			}
+		}
+		n.pending.Store(true)
+		if !n.h(batch) {
+			in.held = batch
+			n.refused.Add(1)
+			return
+		}
+		in.held = nil
+		n.batches.Add(1)
+		n.messages.Add(uint64(len(batch)))
+		if last {
+			return
+		}
+	}
+}
+
+// take takes one batch of class c: the messages, and how many samples
+// were taken (0: the reader is empty). Samples of another cluster and the
+// node's own are dropped. Payloads are copied out of Cyclone's loan into
+// one buffer per batch; the messages are allocated together.
+func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Message, int) {
+	hdrs, offs := in.hdrs[:0], in.offs[:0]
+	var buf []byte
+	defer func() { in.hdrs, in.offs = hdrs, offs }()
+	taken, err := r.Take(func(h *dds.Header, p []byte) {
+		if h.Cluster != n.cfg.Cluster {
+			n.droppedForeign.Add(1)
+			return
+		}
+		if h.Node == n.cfg.Node {
+			n.droppedOwn.Add(1)
+			return
+		}
+		hdrs = append(hdrs, *h)
+		offs = append(offs, len(buf))
+		buf = append(buf, p...)
+	})
+	if err != nil || len(hdrs) == 0 {
+		return nil, taken
+	}
+	msgs := make([]transport.Message, len(hdrs))
+	out := make([]*transport.Message, len(hdrs))
+	for i, h := range hdrs {
+		end := len(buf)
+		if i+1 < len(offs) {
+			end = offs[i+1]
+		}
+		msgs[i] = transport.Message{
+			Class: c, Kind: h.Kind, Flags: h.Flags, Cluster: h.Cluster, From: h.Node,
+			Term: h.Term, Index: h.Index, Payload: buf[offs[i]:end:end],
+		}
+		out[i] = &msgs[i]
+	}
+	return out, taken
 }
 
 // Send implements transport.Transport.
@@ -150,6 +361,7 @@ func (n *Net) Send(m *transport.Message) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, dds.ErrTimeout):
+		n.sendTimeouts.Add(1)
 		return transport.ErrTimeout
 	case errors.Is(err, dds.ErrClosed):
 		return transport.ErrClosed

@@ -2,8 +2,10 @@ package ddsnet
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,4 +152,177 @@ func TestSendAfterClose(t *testing.T) {
 	if err := a.Send(&transport.Message{Class: transport.Log}); err != transport.ErrClosed {
 		t.Fatalf("Send after Close: %v", err)
 	}
+}
+
+// gate is a consumer that refuses Log batches while closed and queues
+// everything it accepts, as the replication loop's inbox does when full.
+type gate struct {
+	refuseLog atomic.Bool
+	got       chan *transport.Message
+}
+
+func (g *gate) offer(ms []*transport.Message) bool {
+	if ms[0].Class == transport.Log && g.refuseLog.Load() {
+		return false
+	}
+	for _, m := range ms {
+		g.got <- m
+	}
+	return true
+}
+
+// batchPair is a Net a (node 1) and a batching Net b (node 2) whose
+// consumer is g, over loopback; cfg's Domain must not be another test's
+// with a different configuration (one Cyclone domain per process).
+func batchPair(t *testing.T, cfg Config, g *gate) (*Net, *Net) {
+	t.Helper()
+	cfg.Cluster = 7
+	cfg.Node = 1
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Node = 2
+	b, err := New(cfg)
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	if err := a.Start(func(*transport.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.StartBatch(g.offer); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !a.PeerMatched() || !b.PeerMatched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the two nets never matched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return a, b
+}
+
+// next takes what waits on b (as the replication loop does: Resume on
+// every turn and when Ready fires) and returns the next accepted message.
+func next(t *testing.T, b *Net, g *gate) *transport.Message {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		b.Resume()
+		select {
+		case m := <-g.got:
+			return m
+		case <-b.Ready():
+		case <-timeout:
+			t.Fatal("nothing received")
+			return nil
+		}
+	}
+}
+
+// waitRefused waits until b's consumer has refused a batch.
+func waitRefused(t *testing.T, b *Net) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for b.Resume(); b.Stats().Refused == 0; b.Resume() {
+		select {
+		case <-b.Ready():
+		case <-timeout:
+			t.Fatal("no batch was refused")
+		}
+	}
+}
+
+// drainInOrder resumes b and receives want Log messages with indexes
+// 0..want-1 in order, skipping other classes.
+func drainInOrder(t *testing.T, b *Net, g *gate, want int) {
+	t.Helper()
+	for i := 0; i < want; {
+		m := next(t, b, g)
+		if m.Class != transport.Log {
+			continue
+		}
+		if m.Index != uint64(i) || len(m.Payload) == 0 || m.Payload[0] != byte(i) {
+			t.Fatalf("log message %d arrived as %d (payload %d bytes)", i, m.Index, len(m.Payload))
+		}
+		i++
+	}
+}
+
+// A consumer whose queue is full refuses the batch; that must neither hold
+// back the heartbeats nor lose or reorder the refused messages, which
+// arrive once the consumer has room.
+func TestFullConsumerDoesNotStallHeartbeats(t *testing.T) {
+	g := &gate{got: make(chan *transport.Message, 100000)}
+	g.refuseLog.Store(true)
+	a, b := batchPair(t, Config{DDS: dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}}, g)
+	const n = 1000
+	for i := 0; i < n; i++ {
+		if err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(i), Payload: []byte{byte(i), 1, 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRefused(t, b)
+	for i := 0; i < 3; i++ {
+		if err := a.Send(&transport.Message{Class: transport.Heartbeat, Index: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		m := next(t, b, g)
+		if m.Class != transport.Heartbeat || m.Index != uint64(i) {
+			t.Fatalf("while the log was refused, got %s #%d instead of heartbeat #%d", m.Class, m.Index, i)
+		}
+	}
+	g.refuseLog.Store(false)
+	drainInOrder(t, b, g, n)
+	if st := b.Stats(); st.Messages < n+3 || st.Batches == 0 {
+		t.Errorf("stats %+v: want at least %d messages handed over", st, n+3)
+	}
+}
+
+// A RELIABLE Send at the writer's high-water mark (the peer's consumer
+// refuses, its reader history is full, the writer's history fills) blocks
+// for SendTimeout and then fails with ErrTimeout, counted in Stats;
+// nothing sent before it is lost.
+func TestSendAtHighWaterMarkTimesOut(t *testing.T) {
+	g := &gate{got: make(chan *transport.Message, 100000)}
+	g.refuseLog.Store(true)
+	const timeout = 200 * time.Millisecond
+	cfg := Config{
+		// Another domain: the Cyclone configuration differs from the
+		// other tests' (one configuration per domain and process).
+		DDS:              dds.Config{Domain: 200 + uint32(os.Getpid()%33), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second, WhcHigh: 64 << 10},
+		LoopSendTimeout:  timeout,
+		ReaderMaxSamples: 8,
+		Batch:            4,
+	}
+	a, b := batchPair(t, cfg, g)
+	payload := make([]byte, 8<<10)
+	sent := 0
+	var took time.Duration
+	for ; sent < 1000; sent++ {
+		payload[0] = byte(sent)
+		start := time.Now()
+		err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(sent), Payload: payload})
+		if errors.Is(err, transport.ErrTimeout) {
+			took = time.Since(start)
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent == 1000 {
+		t.Fatal("1000 sends of 8 KiB never reached a 64 KiB high-water mark")
+	}
+	if took < timeout {
+		t.Errorf("Send gave up after %v, before SendTimeout %v", took, timeout)
+	}
+	if st := a.Stats(); st.SendTimeouts != 1 {
+		t.Errorf("SendTimeouts = %d, want 1", st.SendTimeouts)
+	}
+	g.refuseLog.Store(false)
+	drainInOrder(t, b, g, sent)
 }

@@ -169,12 +169,17 @@ func (s *Server) applier(ctx context.Context) error {
 	var inbox <-chan *transport.Message
 	var handoverc <-chan *handover
 	var fenced <-chan error
+	var recvReady <-chan struct{} // a batching transport has messages (inbox.go)
 	if s.repl != nil {
 		t := time.NewTicker(s.repl.cfg.Lease / 8)
 		defer t.Stop()
 		tick, inbox, handoverc, fenced = t.C, s.repl.inbox, s.repl.handoverc, s.repl.fenceRes
+		recvReady = s.repl.recvReady()
 	}
 	for {
+		if s.repl != nil {
+			s.repl.resumeRecv()
+		}
 		handing := s.repl != nil && s.repl.handover != nil
 		if handing {
 			s.progressHandover()
@@ -216,6 +221,8 @@ func (s *Server) applier(ctx context.Context) error {
 			s.startHandover(h)
 		case err := <-fenced:
 			s.onFenced(ctx, err)
+		case <-recvReady:
+			// Taken by resumeRecv at the top of the next turn.
 		}
 	}
 }

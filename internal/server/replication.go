@@ -58,6 +58,7 @@ type replState struct {
 	// catch-up requests to the catch-up server.
 	inbox    chan *transport.Message
 	catchupc chan catchupJob
+	recv     recvState // how the transport fills inbox (inbox.go)
 
 	epochs  []repl.EpochRecord
 	maxTerm uint64

@@ -346,13 +346,18 @@ func (s *Server) Run(ctx context.Context) error {
 	run(s.gaugeLoop)
 	if s.repl != nil {
 		r := s.repl
-		err := r.tr.Start(func(m *transport.Message) {
-			m.Received = r.det.Now()
-			select {
-			case r.inbox <- m:
-			case <-ctx.Done():
-			}
-		})
+		var err error
+		if b := r.batcher(); b != nil {
+			err = b.StartBatch(r.offer)
+		} else {
+			err = r.tr.Start(func(m *transport.Message) {
+				m.Received = r.det.Now()
+				select {
+				case r.inbox <- m:
+				case <-ctx.Done():
+				}
+			})
+		}
 		if err != nil {
 			cancel()
 			wg.Wait()

@@ -76,6 +76,36 @@ type Transport interface {
 	Close() error
 }
 
+// BatchHandler takes a batch of received messages, all of one Class and in
+// order, without blocking. It returns false when it has no room for the
+// whole batch: then it took none of it, and the transport keeps the batch,
+// and everything after it in that class, until Resume. Accepted messages
+// and their payloads belong to the handler.
+type BatchHandler func([]*Message) bool
+
+// Batcher is a Transport whose consumer pulls received messages in
+// batches: the network thread only signals Ready (ddsnet: Cyclone's
+// delivery thread, which must never wait for the consumer), and the
+// consumer's Resume hands over what waits. Use StartBatch instead of Start.
+type Batcher interface {
+	Transport
+	// StartBatch sets the handler Resume offers to. Called once, instead
+	// of Start.
+	StartBatch(h BatchHandler) error
+	// Ready receives a value when messages may wait for Resume.
+	Ready() <-chan struct{}
+	// Resume offers h what waits, in batches, including what h refused
+	// before. The consumer calls it whenever Ready fires and after it has
+	// consumed messages (every refusal is followed by a Resume that sees
+	// it, as long as the consumer calls Resume after consuming any
+	// message); it is cheap when nothing waits. It runs h on the caller's
+	// goroutine.
+	Resume()
+	// MaxBatch is the largest batch h is offered: a consumer with room
+	// for MaxBatch messages accepts any batch.
+	MaxBatch() int
+}
+
 var (
 	// ErrTimeout: Send was blocked by back-pressure for too long; the
 	// message was not queued.

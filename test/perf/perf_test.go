@@ -16,9 +16,9 @@ import (
 )
 
 // TestPerfSmoke runs `dyad perf` on one small size and checks that every
-// system produced a round-trip summary, that throughput was measured (the
-// ddsnet path has round trips only), that
-// the report files were written, and that no namespace of the run is left.
+// system produced a round-trip summary, that throughput was measured for
+// every system (ddsnet's counted at the receiving owner), that the report
+// files were written, and that no namespace of the run is left.
 // It runs with --secure, so every system is also measured with DDS Security
 // (authenticated, encrypted, access-controlled) and the secured ÷ plain
 // table is printed.
@@ -69,7 +69,7 @@ func TestPerfSmoke(t *testing.T) {
 		if _, ok := want[r.System]; !ok {
 			continue
 		}
-		if r.Err != "" || r.Size != 256 || r.RTT.P50 <= 0 || r.RTT.P99 < r.RTT.P50 || (!strings.HasPrefix(r.System, "dyad-ddsnet") && r.Tput.Rate <= 0) {
+		if r.Err != "" || r.Size != 256 || r.RTT.P50 <= 0 || r.RTT.P99 < r.RTT.P50 || r.Tput.Rate <= 0 {
 			t.Errorf("incomplete row %+v", r)
 		}
 		if strings.HasPrefix(r.System, "dyad") && r.RTT.Count != 300 {
