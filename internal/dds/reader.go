@@ -175,39 +175,15 @@ func (p *Participant) NewReader(topic string, opt ReaderOptions) (*Reader, error
 			return nil, &Error{Op: "NewReader(ReceiveNotify without Notify)", Code: 4}
 		}
 		r.notify = opt.Notify
-		r.cgoh = cgo.NewHandle(r)
-		r.rx = C.dyad_rx_new_listener(C.uint32_t(opt.Batch), C.uintptr_t(r.cgoh))
-		if r.rx == nil {
-			r.cgoh.Delete()
-			return nil, &Error{Op: "dyad_rx_new_listener", Code: 5}
+		if err := r.attachListener(t, q, opt.Batch, true); err != nil {
+			return nil, err
 		}
-		l := C.dyad_notify_listener(r.rx)
-		h := C.dds_create_reader(p.handle, t, q, l)
-		C.dds_delete_listener(l)
-		if h < 0 {
-			C.dyad_rx_free(r.rx)
-			r.cgoh.Delete()
-			return nil, ddsErr("dds_create_reader", h)
-		}
-		r.handle = h
 		r.ready.Store(true)
 		close(r.done)
 	case ReceiveListener:
-		r.cgoh = cgo.NewHandle(r)
-		r.rx = C.dyad_rx_new_listener(C.uint32_t(opt.Batch), C.uintptr_t(r.cgoh))
-		if r.rx == nil {
-			r.cgoh.Delete()
-			return nil, &Error{Op: "dyad_rx_new_listener", Code: 5}
+		if err := r.attachListener(t, q, opt.Batch, false); err != nil {
+			return nil, err
 		}
-		l := C.dyad_listener(r.rx)
-		h := C.dds_create_reader(p.handle, t, q, l)
-		C.dds_delete_listener(l)
-		if h < 0 {
-			C.dyad_rx_free(r.rx)
-			r.cgoh.Delete()
-			return nil, ddsErr("dds_create_reader", h)
-		}
-		r.handle = h
 		close(r.done)
 	default:
 		h := C.dds_create_reader(p.handle, t, q, nil)
@@ -224,6 +200,36 @@ func (p *Participant) NewReader(topic string, opt ReaderOptions) (*Reader, error
 	}
 	p.readers[r] = struct{}{}
 	return r, nil
+}
+
+// attachListener gives r a cgo handle, a listener-mode rx and a Cyclone
+// reader on topic t with QoS q whose listener calls back into r: with
+// notifyOnly the listener only signals data-available (ReceiveNotify,
+// the caller takes), otherwise it takes and delivers samples itself
+// (ReceiveListener). On error nothing it allocated is left behind. The
+// caller holds r.p.mu; the listener may fire before this returns.
+func (r *Reader) attachListener(t C.dds_entity_t, q *C.dds_qos_t, batch int, notifyOnly bool) error {
+	r.cgoh = cgo.NewHandle(r)
+	r.rx = C.dyad_rx_new_listener(C.uint32_t(batch), C.uintptr_t(r.cgoh))
+	if r.rx == nil {
+		r.cgoh.Delete()
+		return &Error{Op: "dyad_rx_new_listener", Code: 5}
+	}
+	var l *C.dds_listener_t
+	if notifyOnly {
+		l = C.dyad_notify_listener(r.rx)
+	} else {
+		l = C.dyad_listener(r.rx)
+	}
+	h := C.dds_create_reader(r.p.handle, t, q, l)
+	C.dds_delete_listener(l)
+	if h < 0 {
+		C.dyad_rx_free(r.rx)
+		r.cgoh.Delete()
+		return ddsErr("dds_create_reader", h)
+	}
+	r.handle = h
+	return nil
 }
 
 // Take takes the samples waiting in a ReceiveNotify reader, up to
