@@ -15,6 +15,41 @@ func loopbackCfg(t testing.TB) Config {
 	return Config{Domain: testDomain(t), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}
 }
 
+// newLoopbackPair opens two participants on one loopback domain, both
+// closed when the test ends (Close is idempotent, so a test may close
+// one earlier).
+func newLoopbackPair(t *testing.T) (pa, pb *Participant) {
+	t.Helper()
+	cfg := loopbackCfg(t)
+	pa, err := NewParticipant(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pa.Close() })
+	pb, err = NewParticipant(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pb.Close() })
+	return pa, pb
+}
+
+// matcher is a reader or writer that can wait for matching peers.
+type matcher interface {
+	WaitMatched(ctx context.Context, n int) error
+}
+
+// waitMatched fails the test unless every endpoint matches at least one
+// peer before ctx ends.
+func waitMatched(t *testing.T, ctx context.Context, ends ...matcher) {
+	t.Helper()
+	for _, e := range ends {
+		if err := e.WaitMatched(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // payloadFor fills a deterministic, index-dependent payload.
 func payloadFor(idx uint64, n int) []byte {
 	b := make([]byte, n)
@@ -69,12 +104,7 @@ func TestLoopbackRoundTrip(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := w.WaitMatched(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.WaitMatched(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
+			waitMatched(t, ctx, w, r)
 			const rounds = 20
 			go func() {
 				var idx uint64
@@ -174,17 +204,7 @@ func TestLoopbackRoundTrip(t *testing.T) {
 // other's samples; a RELIABLE reader never matches a BEST_EFFORT writer
 // (RxO), which is why ddsnet gives both sides of a class the same QoS.
 func TestBestEffortMatching(t *testing.T) {
-	cfg := loopbackCfg(t)
-	pa, err := NewParticipant(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pa.Close()
-	pb, err := NewParticipant(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pb.Close()
+	pa, pb := newLoopbackPair(t)
 	const topic = "dyad_test_best_effort"
 	w, err := pa.NewWriter(topic, QoS{BestEffort: true, HistoryDepth: 1})
 	if err != nil {
@@ -200,9 +220,7 @@ func TestBestEffortMatching(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := be.WaitMatched(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	waitMatched(t, ctx, be)
 	// Best effort drops samples written before the match is complete on
 	// the writer's side too: write until one arrives.
 	got := false
@@ -238,17 +256,7 @@ func TestBestEffortMatching(t *testing.T) {
 // the writer's order with intact payloads. A burst written while nobody
 // takes therefore costs one notification.
 func TestNotifyOncePerTake(t *testing.T) {
-	cfg := loopbackCfg(t)
-	pa, err := NewParticipant(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pa.Close()
-	pb, err := NewParticipant(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pb.Close()
+	pa, pb := newLoopbackPair(t)
 	const topic = "dyad_test_notify"
 	w, err := pa.NewWriter(topic, QoS{})
 	if err != nil {
@@ -261,12 +269,7 @@ func TestNotifyOncePerTake(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := w.WaitMatched(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.WaitMatched(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	waitMatched(t, ctx, w, r)
 	// The owner's first Take after NewReader arms the notification.
 	if n, err := r.Take(func(*Header, []byte) {}); err != nil || n != 0 {
 		t.Fatalf("first Take: %d samples, %v", n, err)

@@ -160,9 +160,7 @@ func TestWriteTimeout(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := w.WaitMatched(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	waitMatched(t, ctx, w)
 	if err := resp.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
