@@ -70,6 +70,29 @@ func put(t *testing.T, cli *clientv3.Client, k, v string) int64 {
 	return resp.Header.Revision
 }
 
+// startPair starts an in-memory pair on net, member 1 bootstrapping in
+// dirA and member 2 in dirB, and waits until 1 is primary and 2 its
+// replica.
+func startPair(t *testing.T, net *transport.MemNet, dirA, dirB string) (a, b *node) {
+	t.Helper()
+	a = pairNode(t, net, dirA, 1, true)
+	b = pairNode(t, net, dirB, 2, false)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	return a, b
+}
+
+// restartReplica stops replica b (member 2, data in dir), starts it again
+// on the same data and waits until it is a replica holding a read lease.
+func restartReplica(t *testing.T, net *transport.MemNet, dir string, b *node) *node {
+	t.Helper()
+	b.stop()
+	b = pairNode(t, net, dir, 2, false)
+	waitRole(t, b, repl.RoleReplica)
+	waitLease(t, b)
+	return b
+}
+
 func get(t *testing.T, cli *clientv3.Client, k string) (string, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
@@ -158,11 +181,7 @@ func TestPairReplicatesAndFailsOver(t *testing.T) {
 // that synchronous suffix by resyncing from the new primary's snapshot.
 func TestPairTruncatesUnacknowledgedSuffix(t *testing.T) {
 	net := transport.NewMemNet()
-	dirA, dirB := t.TempDir(), t.TempDir()
-	a := pairNode(t, net, dirA, 1, true)
-	b := pairNode(t, net, dirB, 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, t.TempDir(), t.TempDir())
 	base := put(t, a.cli, "k", "acked")
 
 	// Open a watch on A: it must be cancelled as compacted by the resync.

@@ -72,18 +72,12 @@ func TestPairReplicaRestartGetsNoOldLease(t *testing.T) {
 func TestPairReplicaRestartForwardsWrites(t *testing.T) {
 	net := transport.NewMemNet()
 	dirB := t.TempDir()
-	a := pairNode(t, net, t.TempDir(), 1, true)
-	b := pairNode(t, net, dirB, 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, t.TempDir(), dirB)
 	waitLease(t, b)
 	for _, v := range []string{"1", "2", "3"} {
 		put(t, b.cli, "old", v)
 	}
-	b.stop()
-	b = pairNode(t, net, dirB, 2, false)
-	waitRole(t, b, repl.RoleReplica)
-	waitLease(t, b)
+	b = restartReplica(t, net, dirB, b)
 
 	for _, v := range []string{"x", "y"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)

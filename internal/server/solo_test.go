@@ -56,18 +56,12 @@ func TestPairLeftReplicaStaysGone(t *testing.T) {
 func TestPairRestartedReplicaRegainsLease(t *testing.T) {
 	net := transport.NewMemNet()
 	dirB := t.TempDir()
-	a := pairNode(t, net, t.TempDir(), 1, true)
-	b := pairNode(t, net, dirB, 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, t.TempDir(), dirB)
 	waitLease(t, b)
 	for _, v := range []string{"1", "2", "3"} {
 		put(t, a.cli, "k", v)
 	}
-	b.stop()
-	b = pairNode(t, net, dirB, 2, false)
-	waitRole(t, b, repl.RoleReplica)
-	waitLease(t, b)
+	b = restartReplica(t, net, dirB, b)
 	if v, _ := get(t, b.cli, "k"); v != "3" {
 		t.Fatalf("restarted replica reads %q, want 3", v)
 	}

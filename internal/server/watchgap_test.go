@@ -33,10 +33,7 @@ func serializable(t *testing.T, n *node, key string) (string, int64) {
 // before the new primary's next write (or end as compacted), never skip it.
 func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 	net := transport.NewMemNet()
-	a := pairNode(t, net, t.TempDir(), 1, true)
-	b := pairNode(t, net, t.TempDir(), 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, t.TempDir(), t.TempDir())
 	base := put(t, a.cli, "k", "V")
 
 	wctx, wcancel := context.WithCancel(context.Background())
