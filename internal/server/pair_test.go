@@ -93,6 +93,17 @@ func restartReplica(t *testing.T, net *transport.MemNet, dir string, b *node) *n
 	return b
 }
 
+// putUnacknowledged writes k through cli to a primary whose replica
+// cannot receive it, and fails the test if the write is acknowledged.
+func putUnacknowledged(t *testing.T, cli *clientv3.Client, k string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
+	defer cancel()
+	if _, err := cli.Put(ctx, k, "never-acked"); err == nil {
+		t.Fatal("a write the replica never received was acknowledged")
+	}
+}
+
 func get(t *testing.T, cli *clientv3.Client, k string) (string, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
@@ -190,12 +201,7 @@ func TestPairTruncatesUnacknowledgedSuffix(t *testing.T) {
 	wch := a.cli.Watch(wctx, "k", clientv3.WithRev(base+1))
 
 	net.Block(1, 2, true) // A's entries and heartbeats no longer reach B
-	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
-	_, err := a.cli.Put(ctx, "k", "never-acked")
-	cancel()
-	if err == nil {
-		t.Fatal("a write the replica never received was acknowledged")
-	}
+	putUnacknowledged(t, a.cli, "k")
 	waitRole(t, b, repl.RoleSolo)
 	waitRole(t, a, repl.RoleWaiting)
 	if n := promtest.ToFloat64(a.cfg.Metrics.FalseFailovers); n != 1 {

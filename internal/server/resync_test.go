@@ -192,12 +192,7 @@ func TestPairLargeResyncUnderLoadInstallsOnce(t *testing.T) {
 	// up with the ordinary test lease: a 50 ms one makes this step depend
 	// on the machine's load.)
 	net.Block(1, 2, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
-	_, err := a.cli.Put(ctx, "bulk/diverged", "never-acked")
-	cancel()
-	if err == nil {
-		t.Fatal("a write the replica never received was acknowledged")
-	}
+	putUnacknowledged(t, a.cli, "bulk/diverged")
 	waitRole(t, b, repl.RoleSolo)
 	waitRole(t, a, repl.RoleReplica)
 	a.stop()
@@ -255,12 +250,7 @@ func TestPairStaleCatchupAnswerDoesNotVerify(t *testing.T) {
 	put(t, a.cli, "k", "acked")
 
 	net.Block(1, 2, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
-	_, err := a.cli.Put(ctx, "diverged", "never-acked")
-	cancel()
-	if err == nil {
-		t.Fatal("a write the replica never received was acknowledged")
-	}
+	putUnacknowledged(t, a.cli, "diverged")
 	waitRole(t, b, repl.RoleSolo)
 	waitRole(t, a, repl.RoleReplica) // hears B lead; its catch-up requests are lost
 	put(t, b.cli, "k1", "x")
