@@ -23,6 +23,20 @@ func newTestFence() *testFence {
 	return &testFence{started: make(chan struct{}, 1), answer: make(chan error)}
 }
 
+// startFencedPair starts a pair on net whose replica (member 2) runs a
+// testFence before promoting itself, waits for primary and replica, and
+// writes k=before through the primary.
+func startFencedPair(t *testing.T, net *transport.MemNet) (a, b *node, fence *testFence) {
+	t.Helper()
+	fence = newTestFence()
+	a = pairNode(t, net, t.TempDir(), 1, true)
+	b = pairNodeWith(t, net, t.TempDir(), 2, false, func(c *server.ReplConfig) { c.Fence = fence.run })
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	put(t, a.cli, "k", "before")
+	return a, b, fence
+}
+
 func (f *testFence) run(ctx context.Context) error {
 	f.running.Store(true)
 	defer f.running.Store(false)
@@ -57,12 +71,7 @@ func heartbeatsDuring(t *testing.T, net *transport.MemNet, from uint64, cond fun
 // flowing while the fence runs, and the promotion follows its success.
 func TestPairSlowFenceKeepsHeartbeats(t *testing.T) {
 	net := transport.NewMemNet()
-	fence := newTestFence()
-	a := pairNode(t, net, t.TempDir(), 1, true)
-	b := pairNodeWith(t, net, t.TempDir(), 2, false, func(c *server.ReplConfig) { c.Fence = fence.run })
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
-	put(t, a.cli, "k", "before")
+	a, b, fence := startFencedPair(t, net)
 	beats := heartbeatsDuring(t, net, 2, fence.running.Load)
 
 	a.stop()
@@ -98,12 +107,7 @@ func TestPairSlowFenceKeepsHeartbeats(t *testing.T) {
 // A fence command that fails keeps the replica from promoting itself.
 func TestPairFailedFenceDoesNotPromote(t *testing.T) {
 	net := transport.NewMemNet()
-	fence := newTestFence()
-	a := pairNode(t, net, t.TempDir(), 1, true)
-	b := pairNodeWith(t, net, t.TempDir(), 2, false, func(c *server.ReplConfig) { c.Fence = fence.run })
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
-	put(t, a.cli, "k", "before")
+	a, b, fence := startFencedPair(t, net)
 	a.stop()
 	select {
 	case <-fence.started:
