@@ -443,6 +443,19 @@ func alarms(t *testing.T, n *node) []*pb.AlarmMember {
 	return resp.Alarms
 }
 
+// startPairLoggingPrimary starts a pair on net, member 1 bootstrapping
+// with its log captured in the returned buffer, member 2 as a plain
+// member. It does not wait for their roles.
+func startPairLoggingPrimary(t *testing.T, net *transport.MemNet) (a, b *node, logs *logBuffer) {
+	t.Helper()
+	logs = &logBuffer{}
+	cfgA := pairConfig(net, t.TempDir(), 1, true)
+	cfgA.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	a = startNode(t, cfgA)
+	b = pairNode(t, net, t.TempDir(), 2, false)
+	return a, b, logs
+}
+
 // logBuffer collects a node's log lines (safe for the node's goroutines).
 type logBuffer struct {
 	mu  sync.Mutex
@@ -468,11 +481,7 @@ func (b *logBuffer) contains(s string) bool {
 // epoch changes nothing.
 func TestPairReplicaLeaving(t *testing.T) {
 	net := transport.NewMemNet()
-	var logs logBuffer
-	cfgA := pairConfig(net, t.TempDir(), 1, true)
-	cfgA.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	a := startNode(t, cfgA)
-	b := pairNode(t, net, t.TempDir(), 2, false)
+	a, b, logs := startPairLoggingPrimary(t, net)
 	waitRole(t, a, repl.RolePrimary)
 	waitRole(t, b, repl.RoleReplica)
 	put(t, a.cli, "k", "v")

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
@@ -97,11 +96,7 @@ func TestPairSlowReplicaNoFlapping(t *testing.T) {
 // waiting out the replica's silence and lease.
 func TestPairLeavingRightAfterEpochChange(t *testing.T) {
 	net := transport.NewMemNet()
-	var logs logBuffer
-	cfgA := pairConfig(net, t.TempDir(), 1, true)
-	cfgA.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	a := startNode(t, cfgA)
-	b := pairNode(t, net, t.TempDir(), 2, false)
+	a, b, logs := startPairLoggingPrimary(t, net)
 	// The primary's synchronous epoch starts when it hears its replica
 	// caught up; the replica learns its term only from the next
 	// heartbeat. Stop it at once.
