@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -43,19 +42,6 @@ func flagNames(args []string) []string {
 	return out
 }
 
-func repoFile(t *testing.T, rel string) []byte {
-	t.Helper()
-	root, err := testutil.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // The static-pod manifests (one per zone) are valid Pods with host
 // networking whose dyad command lines use only flags dyad serve has.
 func TestDeployStaticPod(t *testing.T) {
@@ -66,7 +52,7 @@ func TestDeployStaticPod(t *testing.T) {
 
 func checkStaticPod(t *testing.T, path string) {
 	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(repoFile(t, path), &pod); err != nil {
+	if err := yaml.UnmarshalStrict(testutil.ReadRepoFile(t, path), &pod); err != nil {
 		t.Fatalf("%s is not a Pod: %v", path, err)
 	}
 	if !pod.Spec.HostNetwork || pod.Namespace != "kube-system" || pod.Spec.PriorityClassName != "system-node-critical" {
@@ -103,8 +89,8 @@ func checkStaticPod(t *testing.T, path string) {
 // The systemd unit's ExecStart uses only flags dyad serve has, and every
 // variable it expands is set in the example environment file.
 func TestDeploySystemdUnit(t *testing.T) {
-	unit := string(repoFile(t, "deploy/systemd/dyad.service"))
-	env := string(repoFile(t, "deploy/systemd/dyad.env"))
+	unit := string(testutil.ReadRepoFile(t, "deploy/systemd/dyad.service"))
+	env := string(testutil.ReadRepoFile(t, "deploy/systemd/dyad.env"))
 	start := strings.Index(unit, "ExecStart=")
 	if start < 0 {
 		t.Fatal("dyad.service has no ExecStart")

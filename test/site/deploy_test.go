@@ -29,19 +29,6 @@ func zones() []string { return []string{"a", "b"} }
 
 func loopbackOf(ip string) string { return "127." + strings.SplitN(ip, ".", 2)[1] }
 
-func repoFile(t *testing.T, rel string) []byte {
-	t.Helper()
-	root, err := testutil.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // localNode is how one zone's node runs in a test: its rewrites and ports.
 type localNode struct {
 	zone            string
@@ -127,7 +114,7 @@ func staticPods(t *testing.T) map[string]*corev1.Pod {
 	for _, zone := range zones() {
 		path := "deploy/kubernetes/dyad-zone-" + zone + ".yaml"
 		var pod corev1.Pod
-		if err := yaml.UnmarshalStrict(repoFile(t, path), &pod); err != nil {
+		if err := yaml.UnmarshalStrict(testutil.ReadRepoFile(t, path), &pod); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 		pods[zone] = &pod
@@ -228,7 +215,7 @@ func TestStaticPodManifests(t *testing.T) {
 			} `json:"external"`
 		} `json:"etcd"`
 	}
-	if err := yaml.Unmarshal(repoFile(t, "deploy/kubeadm/cluster-configuration.yaml"), &kc); err != nil {
+	if err := yaml.Unmarshal(testutil.ReadRepoFile(t, "deploy/kubeadm/cluster-configuration.yaml"), &kc); err != nil {
 		t.Fatal(err)
 	}
 	ext := kc.Etcd.External
@@ -352,7 +339,7 @@ func parseEnvFile(text string) [][2]string {
 // /var/lib/dyad. The unit must also run as a user it does not need created.
 func TestSystemdUnitServesAsPair(t *testing.T) {
 	bin := testutil.BuildDyad(t)
-	u := parseUnit(t, string(repoFile(t, "deploy/systemd/dyad.service")))
+	u := parseUnit(t, string(testutil.ReadRepoFile(t, "deploy/systemd/dyad.service")))
 	if got := u.settings["DynamicUser"]; !slices.Equal(got, []string{"yes"}) {
 		if user := u.settings["User"]; len(user) > 0 {
 			t.Errorf("the unit runs as User=%v, which nothing creates; want DynamicUser=yes", user)
@@ -373,7 +360,7 @@ func TestSystemdUnitServesAsPair(t *testing.T) {
 	if u.envFile != "/etc/dyad/dyad.env" {
 		t.Fatalf("EnvironmentFile=%q", u.envFile)
 	}
-	baseEnv := parseEnvFile(string(repoFile(t, "deploy/systemd/dyad.env")))
+	baseEnv := parseEnvFile(string(testutil.ReadRepoFile(t, "deploy/systemd/dyad.env")))
 
 	nodes, pki := newLocalNodes(t, bin)
 	procs := map[string]*process{}

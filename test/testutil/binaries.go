@@ -53,6 +53,21 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// ReadRepoFile returns the file at rel, a slash-separated path below
+// RepoRoot, failing the test if it cannot be read.
+func ReadRepoFile(t testing.TB, rel string) []byte {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // PeersDir is the directory scripts/peers.sh fills: $DYAD_PEERS_BIN when set,
 // else <repo>/.cache/peers/bin.
 func PeersDir() (string, error) {
