@@ -124,28 +124,45 @@ type member struct {
 	url  string // as given, for MemberList's peer URLs
 }
 
-// parseInitialCluster reads etcd's "name=url,..." form.
-func parseInitialCluster(s string) ([]member, error) {
-	var out []member
-	seen := map[string]bool{}
+// eachNameValue calls fn, in order, with the name and value of every
+// element of s, a comma-separated "name=value" list as etcd's flags take
+// them, skipping empty elements. It stops at fn's first error, and at an
+// element with no '=' or an empty name, reported as not of the form want.
+func eachNameValue(s, want string, fn func(name, value string) error) error {
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
-		name, raw, ok := strings.Cut(part, "=")
+		name, value, ok := strings.Cut(part, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("%q: want name=url", part)
+			return fmt.Errorf("%q: want %s", part, want)
 		}
+		if err := fn(name, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseInitialCluster reads etcd's "name=url,..." form.
+func parseInitialCluster(s string) ([]member, error) {
+	var out []member
+	seen := map[string]bool{}
+	err := eachNameValue(s, "name=url", func(name, raw string) error {
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("%q: bad URL %q", name, raw)
+			return fmt.Errorf("%q: bad URL %q", name, raw)
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("member %q listed twice", name)
+			return fmt.Errorf("member %q listed twice", name)
 		}
 		seen[name] = true
 		out = append(out, member{name: name, host: u.Hostname(), url: raw})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) != 1 && len(out) != 2 {
 		return nil, fmt.Errorf("a dyad pair has exactly two members (or one: this node alone), got %d", len(out))

@@ -100,19 +100,15 @@ func (c *compatFlags) register(fl *pflag.FlagSet) {
 // in order.
 func parseFeatureGates(s string) ([]string, error) {
 	var out []string
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, val, ok := strings.Cut(part, "=")
-		if !ok || name == "" {
-			return nil, fmt.Errorf("--feature-gates: %q: want Name=true or Name=false", part)
-		}
+	err := eachNameValue(s, "Name=true or Name=false", func(name, val string) error {
 		if _, err := strconv.ParseBool(val); err != nil {
-			return nil, fmt.Errorf("--feature-gates: %q: %q is not a boolean", part, val)
+			return fmt.Errorf("%q: %q is not a boolean", name+"="+val, val)
 		}
 		out = append(out, name+"="+val)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--feature-gates: %w", err)
 	}
 	return out, nil
 }
