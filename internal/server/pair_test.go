@@ -250,10 +250,7 @@ func TestPairOneWayLink(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			net := transport.NewMemNet()
-			a := pairNode(t, net, t.TempDir(), 1, true)
-			b := pairNode(t, net, t.TempDir(), 2, false)
-			waitRole(t, a, repl.RolePrimary)
-			waitRole(t, b, repl.RoleReplica)
+			a, b := startPair(t, net, t.TempDir(), t.TempDir())
 			put(t, a.cli, "k", "before")
 			nodes := []*node{a, b}
 			leader, other := nodes[tt.leader], nodes[1-tt.leader]

@@ -53,10 +53,7 @@ func inject(net *transport.MemNet, msgs ...*transport.Message) error {
 // its watches go on, and its linearizable reads do not go back.
 func TestPairIgnoresUnrequestedSnapshotAndRefusal(t *testing.T) {
 	net := transport.NewMemNet()
-	a := pairNode(t, net, t.TempDir(), 1, true)
-	b := pairNode(t, net, t.TempDir(), 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, t.TempDir(), t.TempDir())
 	put(t, a.cli, "k", "old")
 	old := snapshotOf(t, a)
 	cur := put(t, a.cli, "k", "new")
@@ -243,10 +240,7 @@ func TestPairLargeResyncUnderLoadInstallsOnce(t *testing.T) {
 // apply the leader's live entries on top of its diverged one.
 func TestPairStaleCatchupAnswerDoesNotVerify(t *testing.T) {
 	net := transport.NewMemNet()
-	a := pairNode(t, net, t.TempDir(), 1, true)
-	b := pairNode(t, net, t.TempDir(), 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, t.TempDir(), t.TempDir())
 	put(t, a.cli, "k", "acked")
 
 	net.Block(1, 2, true)
