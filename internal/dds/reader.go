@@ -232,6 +232,19 @@ func (r *Reader) attachListener(t C.dds_entity_t, q *C.dds_qos_t, batch int, not
 	return nil
 }
 
+// headerOf copies the header fields of a received envelope.
+func headerOf(env *C.dyad_Envelope) Header {
+	return Header{
+		Version: uint16(env.version),
+		Kind:    uint16(env.kind),
+		Flags:   uint32(env.flags),
+		Cluster: uint64(env.cluster),
+		Node:    uint64(env.node),
+		Term:    uint64(env.term),
+		Index:   uint64(env.index),
+	}
+}
+
 // Take takes the samples waiting in a ReceiveNotify reader, up to
 // ReaderOptions.Batch, without waiting, and calls fn for each valid one in
 // order. payload aliases the sample as Cyclone loaned it (no copy) and is
@@ -263,15 +276,7 @@ func (r *Reader) Take(fn func(h *Header, payload []byte)) (int, error) {
 			continue
 		}
 		env := (*C.dyad_Envelope)(bufs[i])
-		h := Header{
-			Version: uint16(env.version),
-			Kind:    uint16(env.kind),
-			Flags:   uint32(env.flags),
-			Cluster: uint64(env.cluster),
-			Node:    uint64(env.node),
-			Term:    uint64(env.term),
-			Index:   uint64(env.index),
-		}
+		h := headerOf(env)
 		var payload []byte
 		if ln := int(env.payload._length); ln > 0 {
 			payload = unsafe.Slice((*byte)(unsafe.Pointer(env.payload._buffer)), ln)
@@ -358,15 +363,7 @@ func (r *Reader) deliver(rx *C.dyad_rx, n int) bool {
 			s = new(Sample)
 		}
 		s.r = r
-		s.Header = Header{
-			Version: uint16(env.version),
-			Kind:    uint16(env.kind),
-			Flags:   uint32(env.flags),
-			Cluster: uint64(env.cluster),
-			Node:    uint64(env.node),
-			Term:    uint64(env.term),
-			Index:   uint64(env.index),
-		}
+		s.Header = headerOf(env)
 		s.SourceTime = int64(info.source_timestamp)
 		s.Publication = uint64(info.publication_handle)
 		ln := int(env.payload._length)
