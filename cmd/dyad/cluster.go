@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +35,7 @@ type clusterFlags struct {
 	preferredZone       string
 	splitBrainPolicy    string
 	fenceCommand        string
+	fenceTimeout        optDuration
 	logRetentionBytes   int64
 	logRetentionAge     time.Duration
 	sec                 peerSecurityFlags
@@ -113,6 +113,7 @@ func (c *clusterFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.preferredZone, "preferred-zone", "", "Name of the member in the preferred zone: it starts a new pair and wins split brain (with --split-brain-policy preferred). Default: the first member of --initial-cluster.")
 	fl.StringVar(&c.splitBrainPolicy, "split-brain-policy", "preferred", "After a split brain in which both sides acknowledged writes alone, the preferred zone's history wins and the other node's diverged writes become conflict records (see \"dyad resolve\"). \"preferred\": the other node then resyncs and serves again at once. \"manual\": it stops serving until an operator runs \"dyad resolve accept\" on it.")
 	fl.StringVar(&c.fenceCommand, "fence-command", "", "Command run (through /bin/sh) before this node promotes itself; if it fails there is no promotion. Empty: no fencing.")
+	fl.Var(&c.fenceTimeout, "fence-timeout", "How long --fence-command may run before it is killed and counts as failed (no promotion). IPMI/Redfish power-off can take 10-60s; the node keeps heartbeating and stays replica meanwhile. Default: 5 × --peer-lease.")
 	c.sec.register(fl)
 	fl.Int64Var(&c.logRetentionBytes, "log-retention-bytes", 1<<30, "Keep at most this many bytes of replication log for catch-up.")
 	fl.DurationVar(&c.logRetentionAge, "log-retention-age", 2*time.Hour, "Trim replication log entries older than this (the newest 10000 always stay). A zone away for less than this catches up from the log, not from a snapshot.")
@@ -237,6 +238,9 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 	if c.ackTimeout < c.peerLease {
 		return nil, errors.New("--ack-timeout: at least --peer-lease")
 	}
+	if c.fenceTimeout.set && c.fenceTimeout.d <= 0 {
+		return nil, errors.New("--fence-timeout: must be greater than 0")
+	}
 	preferred := c.preferredZone
 	if preferred == "" {
 		preferred = ms[0].name
@@ -258,14 +262,12 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 		Retention:        repl.Retention{MaxBytes: c.logRetentionBytes, MaxAge: int64(c.logRetentionAge), KeepLast: 10000},
 	}
 	if c.fenceCommand != "" {
-		cmdline := c.fenceCommand
-		p.repl.Fence = func(ctx context.Context) error {
-			out, err := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("fence command: %w: %s", err, strings.TrimSpace(string(out)))
-			}
-			return nil
+		p.repl.FenceTimeout = 5 * c.peerLease
+		if c.fenceTimeout.set {
+			p.repl.FenceTimeout = c.fenceTimeout.d
 		}
+		cmdline := c.fenceCommand
+		p.repl.Fence = func(ctx context.Context) error { return runFence(ctx, cmdline) }
 	}
 	p.iface = c.ddsInterface
 	if ip := net.ParseIP(p.self.host); p.iface == "" && ip != nil && ip.IsLoopback() {
@@ -293,3 +295,35 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 	}
 	return p, nil
 }
+
+// optDuration is a duration flag whose default is computed from other
+// flags (an empty DefValue): set tells whether it was given at all, so
+// that an explicit 0 can be refused rather than taken as "default".
+type optDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (o *optDuration) String() string {
+	if !o.set {
+		return ""
+	}
+	return o.d.String()
+}
+
+// Set parses a duration; "" (the default, as applyConfigFile restores it)
+// makes the flag unset again.
+func (o *optDuration) Set(v string) error {
+	if v == "" {
+		*o = optDuration{}
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*o = optDuration{d: d, set: true}
+	return nil
+}
+
+func (o *optDuration) Type() string { return "duration" }

@@ -122,3 +122,85 @@ func TestPairFailedFenceDoesNotPromote(t *testing.T) {
 		t.Fatal("a node whose fence failed acknowledged a write")
 	}
 }
+
+// slowFence is a fence command that takes d to succeed unless its context
+// ends first. It records the time it was given (start to deadline).
+type slowFence struct {
+	d       time.Duration
+	started chan struct{}
+	given   atomic.Int64 // nanoseconds from start to the context's deadline; 0: none
+}
+
+func (f *slowFence) run(ctx context.Context) error {
+	now := time.Now()
+	if dl, ok := ctx.Deadline(); ok {
+		f.given.Store(int64(dl.Sub(now)))
+	}
+	select {
+	case f.started <- struct{}{}:
+	default:
+	}
+	t := time.NewTimer(f.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startSlowFencedPair starts a pair on net whose replica runs fence, with
+// the given fence timeout, before promoting itself; writes k=before, and
+// stops the primary once the replica follows it.
+func startSlowFencedPair(t *testing.T, fence *slowFence, timeout time.Duration) *node {
+	t.Helper()
+	net := transport.NewMemNet()
+	a := pairNode(t, net, t.TempDir(), 1, true)
+	b := pairNodeWith(t, net, t.TempDir(), 2, false, func(c *server.ReplConfig) {
+		c.Fence, c.FenceTimeout = fence.run, timeout
+	})
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	put(t, a.cli, "k", "before")
+	a.stop()
+	select {
+	case <-fence.started:
+	case <-time.After(40 * testLease):
+		t.Fatal("the replica never ran its fence command")
+	}
+	return b
+}
+
+// A fence command slower than the old fixed bound (5 leases) but within
+// FenceTimeout succeeds, and the replica promotes itself after it.
+func TestPairFenceWithinFenceTimeoutPromotes(t *testing.T) {
+	const timeout = 16 * testLease
+	fence := &slowFence{d: 7 * testLease, started: make(chan struct{}, 1)}
+	b := startSlowFencedPair(t, fence, timeout)
+	if got := time.Duration(fence.given.Load()); got < timeout-testLease {
+		t.Fatalf("the fence command was given %v, want about --fence-timeout %v", got, timeout)
+	}
+	waitRole(t, b, repl.RoleSolo)
+	if v, _ := get(t, b.cli, "k"); v != "before" {
+		t.Fatalf("promoted replica reads %q", v)
+	}
+	put(t, b.cli, "k", "after")
+}
+
+// A fence command that outlasts FenceTimeout is cut off, counts as
+// failed, and the replica does not promote itself.
+func TestPairFenceBeyondFenceTimeoutDoesNotPromote(t *testing.T) {
+	const timeout = 7 * testLease
+	fence := &slowFence{d: time.Hour, started: make(chan struct{}, 1)}
+	b := startSlowFencedPair(t, fence, timeout)
+	if got := time.Duration(fence.given.Load()); got < timeout-testLease {
+		t.Fatalf("the fence command was given %v, want about --fence-timeout %v", got, timeout)
+	}
+	waitRole(t, b, repl.RoleWaiting)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testLease)
+	defer cancel()
+	if _, err := b.cli.Put(ctx, "k", "v"); err == nil {
+		t.Fatal("a node whose fence timed out acknowledged a write")
+	}
+}

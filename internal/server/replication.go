@@ -39,6 +39,9 @@ type ReplConfig struct {
 	Preferred bool
 	// Fence, when set, must succeed before this node promotes itself.
 	Fence func(ctx context.Context) error
+	// FenceTimeout bounds one run of Fence (--fence-timeout); a run cut
+	// off by it counts as failed. 0: 5 × Lease.
+	FenceTimeout time.Duration
 	// Retention bounds the replication log.
 	Retention repl.Retention
 	// ManualSplitBrain (--split-brain-policy manual): after a split brain
@@ -853,6 +856,14 @@ func (s *Server) onFenced(ctx context.Context, err error) {
 	r.fenced = false
 }
 
+// fenceTimeout is how long one fence run may take (ReplConfig.FenceTimeout).
+func (c *ReplConfig) fenceTimeout() time.Duration {
+	if c.FenceTimeout > 0 {
+		return c.FenceTimeout
+	}
+	return 5 * c.Lease
+}
+
 // fencer runs the fence command off the apply loop, one request at a
 // time, and hands each result back to it. Owned by Run.
 func (s *Server) fencer(ctx context.Context) error {
@@ -863,7 +874,7 @@ func (s *Server) fencer(ctx context.Context) error {
 			return nil
 		case <-r.fenceReq:
 		}
-		fctx, cancel := context.WithTimeout(ctx, r.cfg.Lease*5)
+		fctx, cancel := context.WithTimeout(ctx, r.cfg.fenceTimeout())
 		err := r.cfg.Fence(fctx)
 		cancel()
 		select {
