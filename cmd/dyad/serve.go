@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -54,6 +55,7 @@ type serveFlags struct {
 	progressInterval    time.Duration
 	unsafeNoFsync       bool
 	shutdownGrace       time.Duration
+	printDDSConfig      bool
 	cluster             clusterFlags
 	compat              compatFlags
 }
@@ -85,7 +87,9 @@ the same TLS, /version, /health, /livez, /readyz and /metrics over HTTP/1.1
 serves the same HTTP endpoints on a separate port: plain for http://, and
 for https:// with the client port's TLS and client-certificate rules.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), cmd.Flags(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd.Context(), cmd.Flags(), f, cmd.OutOrStdout())
+		},
 	}
 	bindServeFlags(cmd.Flags(), f)
 	return cmd
@@ -114,6 +118,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.DurationVar(&f.progressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Old etcd name of --watch-progress-notify-interval.")
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
+	fl.BoolVar(&f.printDDSConfig, "print-dds-config", false, "Print the Cyclone DDS XML configuration these flags give the pair's replication (the same text the node passes to Cyclone), and exit without opening the data dir or any socket. Needs a two-member --initial-cluster.")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long a primary may take to hand its role to a live replica, and then how long in-flight requests may finish before connections are closed.")
 	f.cluster.register(fl)
 	f.compat.register(fl)
@@ -218,10 +223,15 @@ func resolveFlags(fl *pflag.FlagSet, f *serveFlags) ([]note, error) {
 	return append(notes, n...), nil
 }
 
-func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
+// runServe runs the node; with --print-dds-config it only writes the DDS
+// configuration to out.
+func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.Writer) error {
 	notes, err := resolveFlags(fl, f)
 	if err != nil {
 		return err
+	}
+	if f.printDDSConfig {
+		return printDDSConfig(out, f)
 	}
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
@@ -308,15 +318,8 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags) error {
 		cfg.ClusterID, cfg.MemberID = plan.clusterID, plan.memberID
 		cfg.PeerURLs = []string{plan.self.url}
 		cfg.Peer = &server.Member{ID: plan.peerID, Name: plan.peer.name, PeerURLs: []string{plan.peer.url}}
-		whc := int64(2 * f.maxRequestBytes)
-		if whc < dds.DefaultWhcHigh {
-			whc = dds.DefaultWhcHigh
-		}
 		tr, err := ddsnet.New(ddsnet.Config{
-			DDS: dds.Config{
-				Domain: f.cluster.ddsDomain, Interface: plan.iface, Peers: []string{plan.peer.host},
-				WhcHigh: whc, SecurityXML: plan.securityXML, ExtraXML: plan.extraXML,
-			},
+			DDS:     ddsConfig(f, plan),
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
 			// The loop's sends give up long before its detector would take
@@ -545,4 +548,35 @@ func opsHandler(node *server.Server, reg *prometheus.Registry) http.Handler {
 		mux.Handle("/debug/failpoints/", h)
 	}
 	return mux
+}
+
+// ddsConfig is the DDS configuration of a pair node started with f.
+func ddsConfig(f *serveFlags, plan *pairPlan) dds.Config {
+	whc := int64(2 * f.maxRequestBytes)
+	if whc < dds.DefaultWhcHigh {
+		whc = dds.DefaultWhcHigh
+	}
+	return dds.Config{
+		Domain: f.cluster.ddsDomain, Interface: plan.iface, Peers: []string{plan.peer.host},
+		WhcHigh: whc, SecurityXML: plan.securityXML, ExtraXML: plan.extraXML,
+	}
+}
+
+// printDDSConfig writes the Cyclone DDS XML that serve with f would give
+// its participant, byte for byte (pipe it to xmllint --format to read it),
+// without opening the data dir or any socket.
+func printDDSConfig(out io.Writer, f *serveFlags) error {
+	plan, err := f.cluster.plan(f.name)
+	if err != nil {
+		return err
+	}
+	if plan == nil {
+		return errors.New("--print-dds-config: a single node uses no DDS; --initial-cluster must name two members")
+	}
+	cfg := ddsConfig(f, plan)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, cfg.XML())
+	return err
 }
