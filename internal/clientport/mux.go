@@ -28,6 +28,11 @@ type Mux struct {
 	http  *subListener
 	sniff time.Duration
 
+	// mu orders wg.Add against Close's wg.Wait: a WaitGroup's Add from
+	// zero must happen before Wait, so Serve adds only under mu while
+	// closed is false, and Close sets closed under mu before it waits.
+	mu        sync.Mutex
+	closed    bool
 	wg        sync.WaitGroup  // the per-connection routing goroutines
 	ctx       context.Context // done once Close runs
 	cancel    context.CancelFunc
@@ -81,7 +86,14 @@ func (m *Mux) Serve() error {
 			return err
 		}
 		tempDelay = 0
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			c.Close()
+			return nil
+		}
 		m.wg.Add(1)
+		m.mu.Unlock()
 		go m.route(c)
 	}
 }
@@ -91,6 +103,9 @@ func (m *Mux) Serve() error {
 func (m *Mux) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		m.closed = true
+		m.mu.Unlock()
 		m.cancel()
 		err = m.l.Close()
 		m.grpc.Close()
