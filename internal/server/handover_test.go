@@ -192,12 +192,7 @@ func moveLeader(t *testing.T, from *node, target uint64) time.Duration {
 // newPair starts an in-memory pair: a primary (member 1) and its replica
 // (member 2).
 func newPair(t *testing.T) (a, b *node) {
-	net := transport.NewMemNet()
-	a = pairNode(t, net, t.TempDir(), 1, true)
-	b = pairNode(t, net, t.TempDir(), 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
-	return a, b
+	return startPair(t, transport.NewMemNet(), t.TempDir(), t.TempDir())
 }
 
 // waitLease waits until n knows a valid primary (a replica holds its read

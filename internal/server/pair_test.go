@@ -132,10 +132,7 @@ func hashAt(t *testing.T, n *node, rev int64) uint32 {
 func TestPairReplicatesAndFailsOver(t *testing.T) {
 	net := transport.NewMemNet()
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a := pairNode(t, net, dirA, 1, true)
-	b := pairNode(t, net, dirB, 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, dirA, dirB)
 
 	// A write on either node is readable, linearizably, on the other.
 	r1 := put(t, a.cli, "from-a", "1")

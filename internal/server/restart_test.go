@@ -108,10 +108,7 @@ func TestPairReplicaRestartForwardsWrites(t *testing.T) {
 func TestPairRestartedPrimaryFollowsItsSuccessor(t *testing.T) {
 	net := transport.NewMemNet()
 	dirA := t.TempDir()
-	a := pairNode(t, net, dirA, 1, true)
-	b := pairNode(t, net, t.TempDir(), 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, dirA, t.TempDir())
 	put(t, a.cli, "k", "before")
 	a.stop() // a crash: no hand-over
 	waitRole(t, b, repl.RoleSolo)

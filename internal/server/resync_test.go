@@ -174,10 +174,7 @@ func TestPairLargeResyncUnderLoadInstallsOnce(t *testing.T) {
 	}
 	net := transport.NewMemNet()
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a := pairNode(t, net, dirA, 1, true)
-	b := pairNode(t, net, dirB, 2, false)
-	waitRole(t, a, repl.RolePrimary)
-	waitRole(t, b, repl.RoleReplica)
+	a, b := startPair(t, net, dirA, dirB)
 	// About 50 MB of data file (bbolt keeps free pages besides the values).
 	val := strings.Repeat("x", 512<<10)
 	for i := range 40 {
