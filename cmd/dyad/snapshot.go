@@ -14,7 +14,7 @@ import (
 func snapshotCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot",
-		Short: "Work with etcd-format snapshots (take one with: etcdctl snapshot save)",
+		Short: "Save and restore etcd-format snapshots",
 	}
 	var dataDir, name, initialCluster, token string
 	restore := &cobra.Command{
@@ -67,6 +67,6 @@ from a snapshot" in docs/OPERATIONS.md.`,
 	restore.Flags().StringVar(&name, "name", "default", "This node's --name (with --initial-cluster).")
 	restore.Flags().StringVar(&initialCluster, "initial-cluster", "", "The pair, as serve's --initial-cluster: the restored file is made this node's (--name) of that pair. Empty: a single node; the file keeps the identity it has.")
 	restore.Flags().StringVar(&token, "initial-cluster-token", "dyad-cluster", "The pair's --initial-cluster-token.")
-	cmd.AddCommand(restore)
+	cmd.AddCommand(restore, snapshotSaveCmd())
 	return cmd
 }

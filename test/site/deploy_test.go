@@ -231,6 +231,15 @@ func TestStaticPodManifests(t *testing.T) {
 // their host paths on `dyad certs` output and their addresses on loopback,
 // and checks that they form a secure pair that serves.
 func TestStaticPodsServeAsPair(t *testing.T) {
+	startStaticPodPair(t)
+}
+
+// startStaticPodPair runs both zones' static pod command lines, as
+// TestStaticPodsServeAsPair describes, waits until they serve as a secure
+// pair, and returns the dyad binary, the nodes and the `dyad certs`
+// directory.
+func startStaticPodPair(t *testing.T) (string, map[string]*localNode, string) {
+	t.Helper()
 	bin := testutil.BuildDyad(t)
 	nodes, pki := newLocalNodes(t, bin)
 	procs := map[string]*process{}
@@ -259,6 +268,7 @@ func TestStaticPodsServeAsPair(t *testing.T) {
 		procs[zone] = start(t, "zone-"+zone, argv, os.Environ())
 	}
 	servePair(t, pki, nodes, procs)
+	return bin, nodes, pki
 }
 
 // unitFile is what the test reads from a systemd unit.
