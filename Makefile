@@ -54,7 +54,7 @@ release:
 	name=dyad-$$(dist/.build/dyad version --short)-linux-$$arch; stage=dist/.build/$$name; \
 	rm -rf "$$stage"; mkdir -p "$$stage/bin" "$$stage/deploy" "$$stage/docs"; \
 	mv dist/.build/dyad "$$stage/bin/dyad"; \
-	cp -r deploy/systemd deploy/kubernetes deploy/kubeadm "$$stage/deploy/"; \
+	cp -r deploy/systemd deploy/kubernetes deploy/kubeadm deploy/fence "$$stage/deploy/"; \
 	cp README.md "$$stage/"; cp docs/OPERATIONS.md "$$stage/docs/"; \
 	tar -C dist/.build -czf "dist/$$name.tar.gz" --owner=0 --group=0 "$$name"; \
 	cp "dist/$$name.tar.gz" "dist/dyad-linux-$$arch.tar.gz"; rm -rf dist/.build; \
