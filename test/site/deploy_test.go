@@ -236,9 +236,9 @@ func TestStaticPodsServeAsPair(t *testing.T) {
 
 // startStaticPodPair runs both zones' static pod command lines, as
 // TestStaticPodsServeAsPair describes, waits until they serve as a secure
-// pair, and returns the dyad binary, the nodes and the `dyad certs`
-// directory.
-func startStaticPodPair(t *testing.T) (string, map[string]*localNode, string) {
+// pair, and returns the dyad binary, the nodes, the `dyad certs`
+// directory and the processes.
+func startStaticPodPair(t *testing.T) (string, map[string]*localNode, string, map[string]*process) {
 	t.Helper()
 	bin := testutil.BuildDyad(t)
 	nodes, pki := newLocalNodes(t, bin)
@@ -268,7 +268,7 @@ func startStaticPodPair(t *testing.T) (string, map[string]*localNode, string) {
 		procs[zone] = start(t, "zone-"+zone, argv, os.Environ())
 	}
 	servePair(t, pki, nodes, procs)
-	return bin, nodes, pki
+	return bin, nodes, pki, procs
 }
 
 // unitFile is what the test reads from a systemd unit.

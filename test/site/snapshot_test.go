@@ -351,7 +351,7 @@ func TestSnapshotCronJobOnPair(t *testing.T) {
 		}
 	}
 
-	bin, nodes, pki := startStaticPodPair(t)
+	bin, nodes, pki, _ := startStaticPodPair(t)
 	for _, zone := range zones() {
 		n := nodes[zone]
 		c := jobs[zone].Spec.JobTemplate.Spec.Template.Spec.Containers[0]
