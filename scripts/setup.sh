@@ -31,6 +31,7 @@ PACKAGES=(
   openssl               # the certs tests check dyad's signed documents with openssl smime
   fuse3 kmod            # /dev/fuse for powerfs, the power-cut tests' filesystem (kmod: modprobe)
   prometheus            # promtool: test/monitoring checks and unit-tests deploy/monitoring's rules
+  systemd               # systemd-analyze: test/site verifies the shipped snapshot timer and service
   build-essential pkg-config
 )
 # Only the benchmark's kine target needs a database; running dyad does not.

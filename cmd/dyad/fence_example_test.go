@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dyad-db/dyad/internal/testenv"
 )
 
 // The shipped fence examples, relative to this package.
@@ -100,6 +102,7 @@ func writeFile(t *testing.T, dir, name, text string, mode os.FileMode) string {
 // off once and succeeds only after the BMC reports Off; a wrong password
 // or a BMC that never reports Off fails the fence.
 func TestRedfishFenceExample(t *testing.T) {
+	testenv.NeedCommand(t, "curl", "curl")
 	script, err := filepath.Abs(redfishScript)
 	if err != nil {
 		t.Fatal(err)

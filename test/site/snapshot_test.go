@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/dyad-db/dyad/internal/testenv"
 	"github.com/dyad-db/dyad/test/testutil"
 )
 
@@ -210,13 +211,7 @@ func tlsEtcdClient(t *testing.T, pki, ep string) *clientv3.Client {
 // verify requires to exist).
 func TestSnapshotTimerUnits(t *testing.T) {
 	bin := testutil.BuildDyad(t)
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		if testutil.PeersRequired() {
-			t.Fatalf("systemd-analyze: %v", err)
-		}
-		t.Skip("systemd-analyze is not installed")
-	}
+	analyze := testenv.NeedCommand(t, "systemd-analyze", "systemd")
 	dir := t.TempDir()
 	var paths []string
 	for _, f := range []string{snapshotService, snapshotTimer} {
