@@ -67,6 +67,6 @@ from a snapshot" in docs/OPERATIONS.md.`,
 	restore.Flags().StringVar(&name, "name", "default", "This node's --name (with --initial-cluster).")
 	restore.Flags().StringVar(&initialCluster, "initial-cluster", "", "The pair, as serve's --initial-cluster: the restored file is made this node's (--name) of that pair. Empty: a single node; the file keeps the identity it has.")
 	restore.Flags().StringVar(&token, "initial-cluster-token", "dyad-cluster", "The pair's --initial-cluster-token.")
-	cmd.AddCommand(restore, snapshotSaveCmd())
+	cmd.AddCommand(restore, snapshotSaveCmd(), snapshotStatusCmd())
 	return cmd
 }
