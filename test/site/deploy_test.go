@@ -240,6 +240,13 @@ func TestStaticPodsServeAsPair(t *testing.T) {
 // directory and the processes.
 func startStaticPodPair(t *testing.T) (string, map[string]*localNode, string, map[string]*process) {
 	t.Helper()
+	return startStaticPodPairWith(t, nil)
+}
+
+// startStaticPodPairWith is startStaticPodPair with extra arguments
+// appended to a zone's command line (extra[zone]).
+func startStaticPodPairWith(t *testing.T, extra map[string][]string) (string, map[string]*localNode, string, map[string]*process) {
+	t.Helper()
 	bin := testutil.BuildDyad(t)
 	nodes, pki := newLocalNodes(t, bin)
 	procs := map[string]*process{}
@@ -264,6 +271,7 @@ func startStaticPodPair(t *testing.T) (string, map[string]*localNode, string, ma
 			}
 			argv = append(argv, n.rewrite.Replace(a))
 		}
+		argv = append(argv, extra[zone]...)
 		onlyLoopback(t, "zone "+zone, argv)
 		procs[zone] = start(t, "zone-"+zone, argv, os.Environ())
 	}
