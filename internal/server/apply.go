@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -328,7 +329,7 @@ drain:
 				}
 				_, rev, _ := s.store.Revs()
 				e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Solo: solo, Merge: p.merge != 0, Rev: rev, Data: data}
-				if err := repl.Append(tx, &e); err != nil {
+				if err := replstore.Append(tx, &e); err != nil {
 					return err
 				}
 				entries = append(entries, e)
@@ -373,7 +374,7 @@ drain:
 		// Not lost: the replica sees the gap and fetches it from the log.
 		s.log.Warn("entries not sent; the replica will catch up", "first", entries[0].Index, "err", err)
 	}
-	p.at = s.repl.det.Now()
+	p.at = s.repl.clock.Now()
 	s.repl.inflight = append(s.repl.inflight, p)
 	s.releaseCommitted()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -23,7 +24,7 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		if err != nil {
 			return
 		}
-		now := r.det.Now()
+		now := r.clock.Now()
 		if r.det.Ended(hb.Run) {
 			return // sent by a run of the peer that has ended
 		}
@@ -285,7 +286,7 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 			}
 			if e.Epoch != epoch {
 				rec := repl.EpochRecord{Epoch: e.Epoch, Start: e.Index}
-				if err := repl.PutEpoch(tx, rec); err != nil {
+				if err := replstore.PutEpoch(tx, rec); err != nil {
 					return err
 				}
 				newEpochs = append(newEpochs, rec)
@@ -316,13 +317,13 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 			}
 			results[i] = res
 			events = append(events, evs...)
-			if err := repl.Append(tx, e); err != nil {
+			if err := replstore.Append(tx, e); err != nil {
 				return err
 			}
 		}
 		if len(newEpochs) > 0 {
 			var err error
-			if trimmed, err = repl.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], newEpochs...), shared); err != nil {
+			if trimmed, err = replstore.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], newEpochs...), shared); err != nil {
 				return err
 			}
 		}
@@ -394,7 +395,7 @@ func (s *Server) releaseCommitted() {
 			break
 		}
 		if s.Role() == repl.RolePrimary {
-			s.observeAckRoundTrip(time.Duration(r.det.Now() - p.at))
+			s.observeAckRoundTrip(time.Duration(r.clock.Now() - p.at))
 		}
 		s.release(p)
 		n++

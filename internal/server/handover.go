@@ -106,14 +106,14 @@ func (s *Server) StepDown(ctx context.Context) error {
 // should wait for the new primary: a hand-over from this node is under
 // way (or just finished).
 func (s *Server) handingOver() bool {
-	return s.repl != nil && s.repl.det.Now() < s.repl.handoffUntil.Load()
+	return s.repl != nil && s.repl.clock.Now() < s.repl.handoffUntil.Load()
 }
 
 // startHandover begins a hand-over asked for by MoveLeader (apply loop).
 // Only a synchronous primary whose replica is live may hand over.
 func (s *Server) startHandover(h *handover) {
 	r := s.repl
-	now := r.det.Now()
+	now := r.clock.Now()
 	switch {
 	case r.handover != nil:
 		h.done <- errTransfer // one at a time
@@ -130,7 +130,7 @@ func (s *Server) startHandover(h *handover) {
 // until the hand-over ends.
 func (s *Server) beginHandover(h *handover) {
 	r := s.repl
-	now := r.det.Now()
+	now := r.clock.Now()
 	h.deadline = now + int64(r.cfg.AckTimeout)
 	r.handover = h
 	r.handoffUntil.Store(now + int64(r.cfg.AckTimeout+4*r.cfg.Lease))
@@ -146,7 +146,7 @@ func (s *Server) handOverAfterFailure() {
 		r.handover.final = true
 		return
 	}
-	if s.Role() != repl.RolePrimary || !s.peerFresh(r.det.Now()) {
+	if s.Role() != repl.RolePrimary || !s.peerFresh(r.clock.Now()) {
 		return
 	}
 	s.beginHandover(&handover{final: true})
@@ -157,7 +157,7 @@ func (s *Server) handOverAfterFailure() {
 func (s *Server) progressHandover() {
 	r := s.repl
 	h := r.handover
-	now := r.det.Now()
+	now := r.clock.Now()
 	if h.sent {
 		if h.final {
 			r.handover = nil // nothing to wait for: the node stops
@@ -194,7 +194,7 @@ func (s *Server) progressHandover() {
 
 func (s *Server) sendHandover(h *handover) {
 	r := s.repl
-	h.lastSend = r.det.Now()
+	h.lastSend = r.clock.Now()
 	m := &transport.Message{Class: transport.Control, Kind: repl.KindHandover, Term: h.msg.Epoch.Term, Index: h.msg.Last, Payload: h.msg.Encode()}
 	if err := r.tr.Send(m); err != nil {
 		s.log.Warn("hand-over not sent; will retry", "err", err)

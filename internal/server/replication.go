@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -48,7 +49,10 @@ type ReplConfig struct {
 type replState struct {
 	cfg ReplConfig
 	tr  transport.Transport
-	det *repl.Detector
+	// clock is the node's monotonic clock, the time every rule of the
+	// detector and the role rules is given.
+	clock monoClock
+	det   *repl.Detector
 
 	// inbox carries received messages to the apply loop; catchupc carries
 	// catch-up requests to the catch-up server.
@@ -200,10 +204,12 @@ func newReplState(cfg ReplConfig) *replState {
 	if cfg.AckTimeout <= 0 {
 		cfg.AckTimeout = 2 * cfg.Lease
 	}
+	clock := newMonoClock()
 	r := &replState{
 		cfg:      cfg,
 		tr:       cfg.Transport,
-		det:      newDetector(cfg.Lease),
+		clock:    clock,
+		det:      newDetector(cfg.Lease, clock.Now()),
 		inbox:    make(chan *transport.Message, 4096),
 		catchupc: make(chan catchupJob, 16),
 		dedup:    newDedup(1 << 16),
@@ -212,7 +218,7 @@ func newReplState(cfg ReplConfig) *replState {
 	}
 	r.handoverc = make(chan *handover, 1)
 	r.fenceReq, r.fenceRes = make(chan struct{}, 1), make(chan error, 1)
-	r.started = r.det.Now()
+	r.started = r.clock.Now()
 	// A random start keeps a restarted node from reusing the IDs of its
 	// previous run, whose answers may still arrive.
 	r.reqSeq = rand.Uint64() >> 1
@@ -235,12 +241,32 @@ func newReplState(cfg ReplConfig) *replState {
 // a loaded machine, only restarts the count of the peer's silence: a grace
 // there turned some 1.2 s failovers into 3.2 s ones in the bench's kill
 // series.
-func newDetector(lease time.Duration) *repl.Detector {
-	d := repl.NewDetector(lease, lease/10+10*time.Millisecond)
+func newDetector(lease time.Duration, now int64) *repl.Detector {
+	d := repl.NewDetector(lease, lease/10+10*time.Millisecond, newRun(), now)
 	d.FreezeGrace = ddsParticipantLease + lease
 	d.FreezeGraceFrom = ddsParticipantLease / 2
 	return d
 }
+
+// newRun returns a random run identity (never 0). Two runs of one node
+// share an identity with probability 2^-64 per pair.
+func newRun() uint64 {
+	for {
+		if r := rand.Uint64(); r != 0 {
+			return r
+		}
+	}
+}
+
+// monoClock reads the monotonic clock as ns since it was made (>= 1), the
+// time base of the detector and the role rules. Readings of two processes
+// (or two runs) are never compared.
+type monoClock struct{ start time.Time }
+
+func newMonoClock() monoClock { return monoClock{start: time.Now()} }
+
+// Now is the clock's reading.
+func (c monoClock) Now() int64 { return int64(time.Since(c.start)) + 1 }
 
 // ddsParticipantLease is internal/dds's DefaultLeaseDuration, restated so
 // that this package stays free of the cgo binding.
@@ -280,7 +306,7 @@ func (s *Server) HasLeader() bool {
 		if s.Role() == repl.RoleReplica && s.repl.resyncing.Load() {
 			return false // replacing its state from a snapshot
 		}
-		return s.repl.det.Now() < s.repl.leaseUntil.Load()
+		return s.repl.clock.Now() < s.repl.leaseUntil.Load()
 	}
 	return false
 }
@@ -297,7 +323,7 @@ func (s *Server) hasLeaderLocked() bool {
 func (s *Server) loadEpochs() error {
 	r := s.repl
 	return s.be.View(func(tx storage.ReadTx) error {
-		h, err := repl.Epochs(tx)
+		h, err := replstore.Epochs(tx)
 		if err != nil {
 			return err
 		}
@@ -340,12 +366,12 @@ func (s *Server) newEpochAt(solo bool, start uint64) error {
 	rec := repl.EpochRecord{Epoch: repl.Epoch{Term: term, Node: s.memberID}, Start: start, Solo: solo}
 	var epochs []repl.EpochRecord
 	err := s.be.Update(func(tx storage.WriteTx) error {
-		if err := repl.PutEpoch(tx, rec); err != nil {
+		if err := replstore.PutEpoch(tx, rec); err != nil {
 			return err
 		}
 		// Every role change adds a record: keep the history bounded.
 		var err error
-		if epochs, err = repl.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], rec), s.sharedIdx()); err != nil {
+		if epochs, err = replstore.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], rec), s.sharedIdx()); err != nil {
 			return err
 		}
 		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(term))
@@ -370,7 +396,7 @@ func (s *Server) setRole(role repl.Role, why string) {
 		return
 	}
 	s.log.Warn("role change", "from", old.String(), "to", role.String(), "why", why, "epoch", s.currentEpoch().String(), "applied-index", s.appliedIdx,
-		"peer-heard-ago", r.det.HeardAgo(r.det.Now()).Round(time.Millisecond).String(), "peer-role", r.peer.Role.String())
+		"peer-heard-ago", r.det.HeardAgo(r.clock.Now()).Round(time.Millisecond).String(), "peer-role", r.peer.Role.String())
 	s.m.Role.Set(float64(role))
 	if old == repl.RoleReplica {
 		// Forwarded requests may or may not be applied by a later
@@ -422,7 +448,7 @@ func (s *Server) currentEpoch() repl.Epoch {
 // sendHeartbeat is called from the apply loop.
 func (s *Server) sendHeartbeat() {
 	r := s.repl
-	now := r.det.Now()
+	now := r.clock.Now()
 	role := s.Role()
 	var start uint64
 	if role.Leads() && len(r.epochs) > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -60,12 +61,12 @@ func (s *Server) catchupAnswer(id uint64, c repl.CatchupReq) (*transport.Message
 	const chunk = 4 << 20
 	m := &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Term: id, Index: c.From}
 	err := s.be.View(func(tx storage.ReadTx) error {
-		first, last, err := repl.Bounds(tx)
+		first, last, err := replstore.Bounds(tx)
 		if err != nil {
 			return err
 		}
 		diverged := func() error {
-			h, err := repl.Epochs(tx)
+			h, err := replstore.Epochs(tx)
 			m.Flags, m.Payload = repl.FlagDiverged, repl.EncodeEpochs(h)
 			return err
 		}
@@ -77,7 +78,7 @@ func (s *Server) catchupAnswer(id uint64, c repl.CatchupReq) (*transport.Message
 				m.Flags = repl.FlagLogGone
 				return nil
 			}
-			prev, ok, err := repl.Get(tx, c.From-1)
+			prev, ok, err := replstore.Get(tx, c.From-1)
 			if err != nil {
 				return err
 			}
@@ -92,7 +93,7 @@ func (s *Server) catchupAnswer(id uint64, c repl.CatchupReq) (*transport.Message
 			m.Flags = repl.FlagLogGone
 			return nil
 		}
-		es, err := repl.Read(tx, c.From, chunk)
+		es, err := replstore.Read(tx, c.From, chunk)
 		m.Payload = repl.EncodeEntries(es)
 		return err
 	})
@@ -208,7 +209,7 @@ func (s *Server) askSnapshot(floor uint64) {
 	r.verified = false
 	r.resyncing.Store(true)
 	r.leaseUntil.Store(0)
-	r.catchupAsked = r.det.Now()
+	r.catchupAsked = r.clock.Now()
 	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindSnapReq, Term: id, Index: floor}); err != nil {
 		s.log.Warn("snapshot request not sent", "err", err)
 	}
@@ -250,7 +251,7 @@ func (s *Server) onSnapChunk(m *transport.Message) {
 		s.m.StaleAnswers.Inc()
 		return
 	}
-	r.catchupAsked = r.det.Now()
+	r.catchupAsked = r.clock.Now()
 	sn := r.snap
 	if m.Index != sn.off {
 		s.log.Warn("snapshot chunk out of order; asking again", "want", sn.off, "got", m.Index)
@@ -371,7 +372,7 @@ func (s *Server) logTrimmer(ctx context.Context) error {
 			var n int
 			err := s.be.Update(func(tx storage.WriteTx) error {
 				var err error
-				n, err = repl.Trim(tx, s.repl.cfg.Retention, time.Now().UnixNano(), 10000)
+				n, err = replstore.Trim(tx, s.repl.cfg.Retention, time.Now().UnixNano(), 10000)
 				return err
 			})
 			if err != nil {
@@ -402,7 +403,7 @@ func ForcePrimary(dataDir string) (repl.EpochRecord, error) {
 		if member == 0 {
 			return fmt.Errorf("%s holds no dyad node", dataDir)
 		}
-		h, err := repl.Epochs(tx)
+		h, err := replstore.Epochs(tx)
 		if err != nil {
 			return err
 		}
@@ -412,7 +413,7 @@ func ForcePrimary(dataDir string) (repl.EpochRecord, error) {
 		}
 		applied := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
 		rec = repl.EpochRecord{Epoch: repl.Epoch{Term: term + 1, Node: member}, Start: applied + 1, Solo: true}
-		if err := repl.PutEpoch(tx, rec); err != nil {
+		if err := replstore.PutEpoch(tx, rec); err != nil {
 			return err
 		}
 		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(term+1))

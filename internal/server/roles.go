@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -40,7 +41,7 @@ func (s *Server) ackOverdue(now int64) bool {
 // every Lease/8.
 func (s *Server) onTick(ctx context.Context) {
 	r := s.repl
-	now := r.det.Now()
+	now := r.clock.Now()
 	r.det.Tick(now)
 	s.sendHeartbeat()
 	s.replGauges(now)
@@ -394,7 +395,7 @@ func (s *Server) onFenced(ctx context.Context, err error) {
 		return
 	}
 	r.fenced = true
-	s.evaluate(ctx, r.det.Now())
+	s.evaluate(ctx, r.clock.Now())
 	r.fenced = false
 }
 
@@ -471,7 +472,7 @@ func (s *Server) askCatchup() {
 		// The epoch stored with the entry itself (the epoch history may
 		// place it in a later solo epoch that adopted it).
 		s.be.View(func(tx storage.ReadTx) error {
-			e, ok, err := repl.Get(tx, s.appliedIdx)
+			e, ok, err := replstore.Get(tx, s.appliedIdx)
 			if ok && err == nil {
 				prev = e.Epoch
 			}
@@ -484,7 +485,7 @@ func (s *Server) askCatchup() {
 		r.catchupFirst = id
 	}
 	r.catchupReq, r.catchupPos = id, req
-	r.catchupAsked = r.det.Now()
+	r.catchupAsked = r.clock.Now()
 	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindCatchupReq, Term: id, Index: req.From, Payload: req.Encode()}); err != nil {
 		s.log.Warn("catch-up request not sent", "err", err)
 	}

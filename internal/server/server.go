@@ -351,7 +351,7 @@ func (s *Server) Run(ctx context.Context) error {
 			err = b.StartBatch(r.offer)
 		} else {
 			err = r.tr.Start(func(m *transport.Message) {
-				m.Received = r.det.Now()
+				m.Received = r.clock.Now()
 				select {
 				case r.inbox <- m:
 				case <-ctx.Done():

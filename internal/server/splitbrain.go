@@ -11,6 +11,7 @@ import (
 	"github.com/dyad-db/dyad/internal/conflict"
 	"github.com/dyad-db/dyad/internal/mvcc"
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -81,13 +82,13 @@ func (s *Server) exportConflicts(leader []repl.EpochRecord) (path string, set *c
 	var notes []string
 	base := int64(-1)
 	err = s.be.View(func(tx storage.ReadTx) error {
-		first, _, err := repl.Bounds(tx)
+		first, _, err := replstore.Bounds(tx)
 		if err != nil {
 			return err
 		}
 		if d == 0 {
 			base = 1
-		} else if e, ok, err := repl.Get(tx, d); err != nil {
+		} else if e, ok, err := replstore.Get(tx, d); err != nil {
 			return err
 		} else if ok {
 			base = e.Rev
@@ -98,7 +99,7 @@ func (s *Server) exportConflicts(leader []repl.EpochRecord) (path string, set *c
 			from = first
 		}
 		for from <= s.appliedIdx {
-			es, err := repl.Read(tx, from, 4<<20)
+			es, err := replstore.Read(tx, from, 4<<20)
 			if err != nil || len(es) == 0 {
 				return err
 			}
@@ -205,7 +206,7 @@ func (s *Server) changedKeys(base, cur, compacted int64) ([]conflict.Key, string
 // askMerge asks the leader to merge past this node's revision.
 func (s *Server) askMerge() {
 	r := s.repl
-	r.mergeAsked = r.det.Now()
+	r.mergeAsked = r.clock.Now()
 	m := &transport.Message{Class: transport.Control, Kind: repl.KindMergeReq, Payload: repl.MergeData(r.mergeRev)}
 	if err := r.tr.Send(m); err != nil {
 		s.log.Warn("merge request not sent", "err", err)
