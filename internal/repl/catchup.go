@@ -108,8 +108,11 @@ func (n *Node) followEntries(es []Entry, fromCatchup bool) {
 	}
 	if !n.verified || es[0].Index != n.last+1 {
 		// Not yet known to be a prefix of the leader's log, or a gap:
-		// the live stream ran ahead. Fetch from the log.
-		if n.peer.Catchup.Req == 0 && n.peer.Snap.Req == 0 {
+		// the live stream ran ahead. Fetch from the log; not while
+		// merging after a split brain (the leader would only say again
+		// that the logs diverged: the snapshot after the merge comes
+		// next).
+		if n.peer.Catchup.Req == 0 && n.peer.Snap.Req == 0 && n.mergeRev == 0 {
 			n.askCatchup()
 		}
 		return

@@ -125,7 +125,12 @@ func (n *Node) stepPrimary() {
 func (n *Node) stepSolo() {
 	p := &n.peer.Last
 	fresh := n.peerFresh()
-	if fresh && p.Role.Leads() {
+	// A synchronous primary of an older epoch acknowledged nothing alone
+	// and steps down when it hears this node (stepPrimary): it is no
+	// split. Yielding to it made both nodes step down at once and follow
+	// each other's epochs, two replicas with no primary
+	// (testdata/oneway.txt).
+	if fresh && p.Role.Leads() && !(p.Role == RolePrimary && p.Epoch.Term < n.epoch.Term) {
 		n.splitLeaders()
 		return
 	}
@@ -144,7 +149,9 @@ func (n *Node) stepSolo() {
 // found only when the next live entry arrives.
 func (n *Node) fetchIfStalled(fresh bool) {
 	pr := n.peer
-	if !fresh || !pr.Last.Role.Leads() || pr.Last.Applied <= n.persisted || pr.Catchup.Req != 0 || pr.Snap.Req != 0 {
+	// Not while merging after a split brain: the leader would only say
+	// again that the logs diverged.
+	if !fresh || !pr.Last.Role.Leads() || pr.Last.Applied <= n.persisted || pr.Catchup.Req != 0 || pr.Snap.Req != 0 || n.mergeRev != 0 {
 		pr.behind = 0
 		return
 	}
