@@ -88,6 +88,15 @@ func (n *Node) stepReplica() {
 		n.setRole(RoleWaiting, "the primary stopped hearing this node and leads alone: waiting for it (or dyad force-primary)")
 		return
 	}
+	if n.leaseWithheld() {
+		// The primary had stopped renewing this node's read lease (its
+		// acks were overdue) before it fell silent here: it may have gone
+		// solo since, without waiting to hear that this node no longer
+		// hears it, and acknowledged writes this node lacks. Its silence
+		// alone proves nothing.
+		n.setRole(RoleWaiting, "the primary withheld this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
+		return
+	}
 	// Only a synchronous replica may take over: one that was catching up
 	// from a solo primary lacks acknowledged writes.
 	syncHB := p.Role == RolePrimary && n.persisted+1 >= p.EpochStart
@@ -135,13 +144,43 @@ func (n *Node) stepSolo() {
 		return
 	}
 	n.bothLeadSince = 0
-	following := fresh && p.Role == RoleReplica && !p.CatchingUp && p.Epoch.Node == n.cfg.ID
+	// Following this node, and hearing it: a replica that reports not
+	// hearing this node for half a lease gets no entries (a one-way link
+	// failure) and is about to wait or take over; a synchronous epoch with
+	// it would only stall writes until its acks were overdue.
+	following := fresh && p.Role == RoleReplica && !p.CatchingUp && p.Epoch.Node == n.cfg.ID && n.peerHearsNow()
 	if n.caughtUp(following) {
 		n.newEpochAt(false, n.last+1)
 		n.peer.Match = p.Applied
 		n.setRole(RolePrimary, "replica caught up")
 		n.updateCommit()
 	}
+}
+
+// leaseWithheld reports whether the newest heartbeat of this replica's
+// primary withheld the replica's read lease: it said "primary" but echoed
+// no send time of this node's run. A synchronous primary withholds it only
+// when it no longer counts this replica as synchronous (acks overdue, or
+// entries before its epoch's start not yet acknowledged), and from then on
+// it goes solo as soon as the last lease it granted has run out (plus
+// drift), whether or not it hears this node. Its silence is then no proof
+// of its death: a cut of the primary -> replica direction looks the same
+// from here, and promoting would make two nodes acknowledge writes alone
+// (issue 15, "two leaders after two faults").
+//
+// While the primary grants, it goes solo only after a lease of this node's
+// silence or a lease past its last grant, and this node's heartbeats
+// report not hearing it within half a lease of the cut, so the primary
+// holds off first: promoting is safe.
+func (n *Node) leaseWithheld() bool {
+	p := &n.peer.Last
+	if p.Role != RolePrimary {
+		return false // a solo leader: the rules on who may promote decide
+	}
+	if p.Run == 0 {
+		return p.Echo == 0 // a sender without runs echoes without naming one
+	}
+	return !n.det.PeerKnowsRun(p)
 }
 
 // fetchIfStalled asks for catch-up when this replica has stood still for a
