@@ -208,3 +208,29 @@ func (n *Node) stepSnapChunk(m *Message) {
 		pr.snapID = 0 // installing: Installed reports the outcome
 	}
 }
+
+// CatchupVerdict is the leader's rule for answering a catch-up request c
+// from its log, which holds [first, last] (first 0: empty); prev is the
+// epoch stored with the leader's entry at c.From-1 when it holds it
+// (havePrev). It returns 0 (send the entries from c.From on),
+// FlagLogGone (the log no longer reaches back: the asker needs a
+// snapshot) or FlagDiverged (the asker holds entries the leader's log
+// lacks, or another epoch at c.From-1: its log is no prefix of the
+// leader's; send the leader's epoch history).
+func CatchupVerdict(c CatchupReq, first, last uint64, prev Epoch, havePrev bool) uint32 {
+	if c.From <= 1 {
+		if first > 1 {
+			return FlagLogGone
+		}
+		return 0
+	}
+	switch {
+	case c.From-1 > last:
+		return FlagDiverged // the asker has entries this log lacks
+	case first == 0 || c.From-1 < first || !havePrev:
+		return FlagLogGone
+	case prev != c.Prev:
+		return FlagDiverged
+	}
+	return 0
+}

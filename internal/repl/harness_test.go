@@ -61,6 +61,7 @@ type harness struct {
 	// acked holds every entry a leader acknowledged (committed), by index;
 	// commits the newest commit index seen per node run.
 	acked   map[uint64]Entry
+	ackedTo uint64 // acked holds every index up to here (that one leader acknowledged)
 	commits map[*Node]uint64
 	split   bool // both nodes led alone at once
 	// violations found by check, printed by the command that caused them.
@@ -350,11 +351,19 @@ func (h *harness) serve(x *hnode, s ServeRequest) {
 	}
 	c := s.Catchup
 	m := Message{Kind: KindCatchup, From: x.id, To: to.id, Term: s.ID, Index: c.From}
-	last := uint64(len(x.log))
-	switch {
-	case c.From > 1 && (c.From-1 > last || x.log[c.From-2].Epoch != c.Prev):
-		m.Flags, m.Epochs = FlagDiverged, append([]EpochRecord(nil), x.epochs...)
-	case c.From <= last:
+	last, first := uint64(len(x.log)), uint64(0)
+	if last > 0 {
+		first = 1
+	}
+	var prev Epoch
+	havePrev := c.From > 1 && c.From-1 <= last
+	if havePrev {
+		prev = x.log[c.From-2].Epoch
+	}
+	switch m.Flags = CatchupVerdict(c, first, last, prev, havePrev); {
+	case m.Flags == FlagDiverged:
+		m.Epochs = append([]EpochRecord(nil), x.epochs...)
+	case m.Flags == 0 && c.From <= last:
 		m.Entries = append([]Entry(nil), x.log[c.From-1:min(last, c.From-1+64)]...)
 	}
 	h.sendMsg(x, to, m)
@@ -451,10 +460,9 @@ func (h *harness) check(x *hnode, rd *Ready) {
 	}
 	h.commits[x.n] = max(h.commits[x.n], rd.Commit)
 	if x.n.role.Leads() {
-		for i := uint64(1); i <= rd.Commit && i <= uint64(len(x.log)); i++ {
-			if _, ok := h.acked[i]; !ok {
-				h.acked[i] = x.log[i-1]
-			}
+		for i := h.ackedTo + 1; i <= rd.Commit && i <= uint64(len(x.log)); i++ {
+			h.acked[i] = x.log[i-1]
+			h.ackedTo = i
 		}
 	}
 	y := h.peerOf(x)
@@ -464,7 +472,9 @@ func (h *harness) check(x *hnode, rd *Ready) {
 	if y.n != nil && x.n.role == RoleSolo && y.n.role == RoleSolo {
 		h.split = true // both acknowledge alone: a split brain
 	}
-	if !x.n.role.Leads() || h.split {
+	// Checked when a node starts leading: that is when an acknowledged
+	// entry it lacks would be lost.
+	if !x.n.role.Leads() || h.split || rd.RoleChange == nil {
 		return
 	}
 	for i, e := range h.acked {

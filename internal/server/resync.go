@@ -65,32 +65,19 @@ func (s *Server) catchupAnswer(id uint64, c repl.CatchupReq) (*transport.Message
 		if err != nil {
 			return err
 		}
-		diverged := func() error {
-			h, err := replstore.Epochs(tx)
-			m.Flags, m.Payload = repl.FlagDiverged, repl.EncodeEpochs(h)
-			return err
-		}
-		if c.From > 1 {
-			switch {
-			case c.From-1 > last:
-				return diverged() // the asker has entries this log lacks
-			case first == 0 || c.From-1 < first:
-				m.Flags = repl.FlagLogGone
-				return nil
-			}
-			prev, ok, err := replstore.Get(tx, c.From-1)
-			if err != nil {
+		var prev repl.Entry
+		havePrev := false
+		if c.From > 1 && c.From-1 <= last {
+			if prev, havePrev, err = replstore.Get(tx, c.From-1); err != nil {
 				return err
 			}
-			if !ok {
-				m.Flags = repl.FlagLogGone
-				return nil
-			}
-			if prev.Epoch != c.Prev {
-				return diverged()
-			}
-		} else if first > 1 {
-			m.Flags = repl.FlagLogGone
+		}
+		switch m.Flags = repl.CatchupVerdict(c, first, last, prev.Epoch, havePrev); m.Flags {
+		case repl.FlagDiverged:
+			h, err := replstore.Epochs(tx)
+			m.Payload = repl.EncodeEpochs(h)
+			return err
+		case repl.FlagLogGone:
 			return nil
 		}
 		es, err := replstore.Read(tx, c.From, chunk)
