@@ -185,6 +185,10 @@ func (n *Node) stepSnapChunk(m *Message) {
 		return
 	}
 	pr := n.peer
+	if pr.ID != 0 && m.From != 0 && m.From != pr.ID {
+		n.rd.Counters.StaleAnswers++ // not from the party asked
+		return
+	}
 	first := false
 	if pr.snapID == 0 {
 		if !pr.Snap.answers(m.Term) || m.Index != 0 {

@@ -31,6 +31,9 @@ import (
 //	move-leader a         a hands its role over
 //	leave b               b stops on purpose (then crashes)
 //	resolve b             the operator accepts b's split brain
+//	stray a ack 5         a receives an ack of index 5 (or a snapshot
+//	                      chunk, catchup answer) from a party that is
+//	                      not its peer
 //	status                one line per node
 //	log a                 the epochs of a's log
 //	trace on|off          print every delivered message
@@ -183,6 +186,19 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 		x := h.node(arg(0))
 		x.n.Resolve()
 		h.process(x)
+	case "stray":
+		x := h.node(arg(0))
+		k, ok := kindByName(arg(1))
+		if !ok {
+			t.Fatalf("%s: unknown kind %s", d.Pos, arg(1))
+		}
+		idx, err := strconv.ParseUint(arg(2), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", d.Pos, err)
+		}
+		x.n.Step(Message{Kind: k, From: 99, To: x.id, Index: idx, Term: x.n.peer.Snap.Req, Received: h.now})
+		h.process(x)
+		h.deliver()
 	case "status":
 		h.status()
 	case "log":

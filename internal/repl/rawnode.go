@@ -302,7 +302,7 @@ func (n *Node) Status() Status {
 		Role: n.role, Epoch: n.epoch, LeaseUntil: n.det.LeaseUntil(),
 		Resyncing: n.peer.Snap.Req != 0, HandoffUntil: n.handoffUntil, Stuck: n.stuck,
 		Last: n.last, Applied: n.applied, Commit: n.commitIdx(), Current: n.epoch,
-		HandingOver: n.handover != nil && !(n.handover.sent && n.handover.final),
+		HandingOver: n.HandingOver(),
 		Peer:        n.peer.Last, PeerFresh: n.peerFresh(), PeerID: n.peer.ID,
 		HeardAgo: n.det.HeardAgo(n.now),
 	}
@@ -314,6 +314,12 @@ func (n *Node) Status() Status {
 		st.Epoch = n.following
 	}
 	return st
+}
+
+// HandingOver reports whether a hand-over from this node is under way
+// (Status.HandingOver): no proposal is taken meanwhile.
+func (n *Node) HandingOver() bool {
+	return n.handover != nil && !(n.handover.sent && n.handover.final)
 }
 
 // Role is the node's role.

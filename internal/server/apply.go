@@ -181,7 +181,7 @@ func (s *Server) applier(ctx context.Context) error {
 		// A primary whose storage failed hands over what both nodes hold
 		// first (handOverAfterFailure); it stops once that is sent, or
 		// could not be.
-		handing := s.repl != nil && s.repl.node.Status().HandingOver
+		handing := s.repl != nil && s.repl.node.HandingOver()
 		if err := s.fatalErr(); err != nil && !handing {
 			s.failQueuedWith(rpctypes.ErrGRPCStopped)
 			return err
@@ -252,7 +252,7 @@ func (s *Server) failQueuedWith(err error) {
 // leadBatch applies one group commit as the leader: first (if any), the
 // forwarded writes, and whatever else is queued, up to maxBatch.
 func (s *Server) leadBatch(first *proposal) {
-	if s.repl != nil && (!s.repl.node.Role().Leads() || s.repl.node.Status().HandingOver) {
+	if s.repl != nil && (!s.repl.node.Role().Leads() || s.repl.node.HandingOver()) {
 		// The role changed while messages were handled (a step-down):
 		// nothing may be logged in the old epoch. Not applied: say so.
 		s.repl.fwdq = nil
