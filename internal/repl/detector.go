@@ -1,11 +1,9 @@
 package repl
 
-import (
-	"math/rand/v2"
-	"time"
-)
+import "time"
 
-// Detector times, on the node's own monotonic clock, the leases the two
+// Detector times, on the node's own monotonic clock (read by the caller and
+// passed in as now, in ns; it never reads a clock itself), the leases the two
 // nodes hold from each other, and decides when the peer is dead. It is
 // owned by the apply loop (not safe for concurrent use).
 //
@@ -43,10 +41,10 @@ type Detector struct {
 	// failover.
 	FreezeGraceFrom time.Duration
 	graceUntil      int64
-	// Run identifies this detector's run (random, never 0).
+	// Run identifies this detector's run (chosen by the caller at random,
+	// never 0).
 	Run uint64
 
-	start        time.Time
 	lastTick     int64
 	runningSince int64     // start of this node's current uninterrupted run
 	peerSeen     int64     // when the newest peer heartbeat arrived (0: never)
@@ -59,26 +57,12 @@ type Detector struct {
 	leaseUntil   int64 // own lease from the peer
 }
 
-// NewDetector returns a detector that has not heard from its peer.
-func NewDetector(lease, drift time.Duration) *Detector {
-	d := &Detector{Lease: lease, Drift: drift, start: time.Now(), Run: newRun()}
-	d.lastTick = d.Now()
-	d.runningSince = d.lastTick
-	return d
+// NewDetector returns a detector for the run run (random, never 0: see
+// the type's comment) that has not heard from its peer, started at now on
+// the caller's monotonic clock (ns, >= 1).
+func NewDetector(lease, drift time.Duration, run uint64, now int64) *Detector {
+	return &Detector{Lease: lease, Drift: drift, Run: run, lastTick: now, runningSince: now}
 }
-
-// newRun returns a random run identity (never 0). Two runs of one node
-// share an identity with probability 2^-64 per pair.
-func newRun() uint64 {
-	for {
-		if r := rand.Uint64(); r != 0 {
-			return r
-		}
-	}
-}
-
-// Now is the detector's clock: monotonic ns since it was made (>= 1).
-func (d *Detector) Now() int64 { return int64(time.Since(d.start)) + 1 }
 
 // Tick is called from the apply loop several times per Lease. A gap longer
 // than Lease/4 means this node itself was frozen (SIGSTOP, a stall in

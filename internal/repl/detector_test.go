@@ -37,9 +37,10 @@ func TestDetectorPeerRuns(t *testing.T) {
 		{"a sender without runs is trusted as before", []hb{{0, 0, 5 * L, true}}, 5 * L, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := NewDetector(time.Second, 0)
+			t0 := int64(1)
+			d := NewDetector(time.Second, 0, 1, t0)
 			d.Run = self
-			t0 := d.Now()
+
 			own, _ := d.Outgoing(t0)
 			now := t0
 			for _, h := range tc.heard {
@@ -65,8 +66,9 @@ func TestDetectorPeerRuns(t *testing.T) {
 // never shorten the lease of the current one.
 func TestDetectorRestartKeepsGrant(t *testing.T) {
 	const L = int64(time.Second)
-	d := NewDetector(time.Second, 0)
-	t0 := d.Now()
+	t0 := int64(1)
+	d := NewDetector(time.Second, 0, 1, t0)
+
 	d.Heard(&Heartbeat{Run: 2, SentAt: L}, t0)
 	d.Outgoing(t0 + 1)                               // grants run 2 a lease until about t0+1+L
 	d.Heard(&Heartbeat{Run: 1, SentAt: 9 * L}, t0+2) // late, from run 1

@@ -1,17 +1,20 @@
-// Package repl holds the durable and wire formats of dyad's two-zone
-// replication: log entries at (epoch, index), the replicated log kept in the
-// data file beside the MVCC state, the epoch history, the protocol messages,
-// and the failure detector that times the role and read leases.
+// Package repl is dyad's two-zone replication protocol: the wire formats
+// (log entries at (epoch, index), the epoch history, the protocol
+// messages), the pure rules over them (divergence, solo suffixes, who
+// yields after a split brain), the failure detector that times the role
+// and read leases, and the protocol core (Node) that decides roles,
+// epochs, commits and resyncs.
 //
-// It holds no goroutines and no network code. internal/server drives it from
-// its apply loop; internal/transport carries the messages.
+// The package is a deterministic state machine: it does no I/O, reads no
+// clock, draws no random numbers and starts no goroutine (purity_test.go
+// enforces it). Every time is the caller's monotonic clock reading, in ns,
+// passed in. The durable log and epoch history live in subpackage
+// replstore; internal/server drives the core from its apply loop and
+// carries out what it asks for; internal/transport carries the messages.
 //
 // # Invariants
 //
-//   - An entry's Index is dense: the log holds [First, Last] without holes,
-//     and Last equals the meta consistent_index of the same data file,
-//     because the entry is appended in the same storage transaction that
-//     applies it.
+//   - An entry's Index is dense: a log holds [First, Last] without holes.
 //   - An Epoch is (Term, Node). Terms only grow across the pair: a node
 //     starting an epoch picks a term above every term it has seen. An epoch
 //     record is persisted before any entry of that epoch is acknowledged.

@@ -3,11 +3,8 @@ package repl
 import (
 	"bytes"
 	"encoding/binary"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/dyad-db/dyad/internal/storage"
 )
 
 func TestEntriesRoundTrip(t *testing.T) {
@@ -184,8 +181,9 @@ func TestSoloFromAndYield(t *testing.T) {
 
 func TestDetector(t *testing.T) {
 	const L = int64(time.Second)
-	d := NewDetector(time.Second, 100*time.Millisecond)
-	now := d.Now()
+	now := int64(1)
+	d := NewDetector(time.Second, 100*time.Millisecond, 1, now)
+
 	if d.HoldsLease(now) || !d.PeerLeaseExpired(now) {
 		t.Fatal("a fresh detector holds or grants a lease")
 	}
@@ -227,9 +225,9 @@ func TestDetector(t *testing.T) {
 		t.Fatal("a node's own freeze counted against its peer")
 	}
 	// With a freeze grace, nothing is declared dead until it has passed.
-	g := NewDetector(time.Second, 0)
+	t0 := int64(1)
+	g := NewDetector(time.Second, 0, 1, t0)
 	g.FreezeGrace = 3 * time.Second
-	t0 := g.Now()
 	g.Tick(t0 + 2*L) // a freeze of ~2L
 	if g.PeerDead(t0+2*L+2*L) || !g.InFreezeGrace(t0+2*L+2*L) {
 		t.Fatal("peer declared dead within the freeze grace")
@@ -256,10 +254,10 @@ func TestDetectorFreezeGraceFrom(t *testing.T) {
 		{"SIGSTOP of three leases", 3 * L, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := NewDetector(time.Second, 0)
+			t0 := int64(1)
+			d := NewDetector(time.Second, 0, 1, t0)
 			d.FreezeGrace = 3 * time.Second
 			d.FreezeGraceFrom = time.Second
-			t0 := d.Now()
 			d.Tick(t0)
 			at := t0 + tc.gap
 			d.Tick(at)
@@ -286,64 +284,6 @@ func TestDetectorFreezeGraceFrom(t *testing.T) {
 			if !d.PeerDead(deadAt) {
 				t.Fatalf("peer not dead at %v after the gap", time.Duration(deadAt-at))
 			}
-		})
-	}
-}
-
-func TestLogAppendReadTrim(t *testing.T) {
-	be, err := storage.Open(filepath.Join(t.TempDir(), "db"), storage.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	now := time.Now().UnixNano()
-	err = be.Update(func(tx storage.WriteTx) error {
-		for i := uint64(1); i <= 100; i++ {
-			ts := now
-			if i <= 10 {
-				ts = now - int64(time.Hour)
-			}
-			if err := Append(tx, &Entry{Index: i, Epoch: Epoch{1, 1}, Time: ts, Data: make([]byte, 100)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be.View(func(tx storage.ReadTx) error {
-		es, err := Read(tx, 50, 400) // entries are 129 bytes each
-		if err != nil || len(es) != 3 || es[0].Index != 50 || es[2].Index != 52 {
-			t.Fatalf("read by size: %d entries, %v", len(es), err)
-		}
-		return nil
-	})
-	tests := []struct {
-		name      string
-		r         Retention
-		wantFirst uint64
-	}{
-		{"age", Retention{MaxAge: int64(time.Minute), KeepLast: 5}, 11},
-		{"size", Retention{MaxBytes: 50 * 130, KeepLast: 5}, 0}, // checked as "about 50 left"
-		{"keep last", Retention{MaxBytes: 1, KeepLast: 5}, 96},
-	}
-	for _, tt := range tests {
-		be.Update(func(tx storage.WriteTx) error {
-			if _, err := Trim(tx, tt.r, now, 1000); err != nil {
-				t.Fatal(err)
-			}
-			first, last, _ := Bounds(tx)
-			if last != 100 {
-				t.Fatalf("%s: last = %d", tt.name, last)
-			}
-			switch {
-			case tt.wantFirst != 0 && first != tt.wantFirst:
-				t.Fatalf("%s: first = %d, want %d", tt.name, first, tt.wantFirst)
-			case tt.wantFirst == 0 && (100-first+1)*130 > 50*130+130:
-				t.Fatalf("%s: %d entries left, over the size bound", tt.name, 100-first+1)
-			}
-			return nil
 		})
 	}
 }
@@ -386,8 +326,9 @@ func TestDetectorPeerDeaf(t *testing.T) {
 		{"never heard, this node sent for a while", L, -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := NewDetector(L, 0)
-			t0 := d.Now()
+			t0 := int64(1)
+			d := NewDetector(L, 0, 1, t0)
+
 			d.Tick(t0 + int64(10*L)) // a freeze: running since t0+10L
 			now := t0 + int64(10*L) + int64(tc.runFor)
 			h := Heartbeat{Role: RoleReplica, HeardAgo: tc.heardAgo}
@@ -402,8 +343,9 @@ func TestDetectorPeerDeaf(t *testing.T) {
 // own running time, and is -1 before the peer was ever heard.
 func TestDetectorSilence(t *testing.T) {
 	L := int64(time.Second)
-	d := NewDetector(time.Second, 0)
-	t0 := d.Now()
+	t0 := int64(1)
+	d := NewDetector(time.Second, 0, 1, t0)
+
 	if got := d.Silence(t0); got != -1 {
 		t.Fatalf("Silence before hearing = %v, want -1", got)
 	}

@@ -51,7 +51,7 @@ func (r *replState) offer(ms []*transport.Message) bool {
 	if cap(r.inbox)-len(r.inbox) < need {
 		return false
 	}
-	now := r.det.Now()
+	now := r.clock.Now()
 	for _, m := range ms {
 		m.Received = now
 		r.inbox <- m // cannot block: room checked, and only the loop takes

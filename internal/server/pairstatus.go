@@ -46,7 +46,7 @@ func (s *Server) PairStatus() PairStatus {
 	st.Sync = st.PeerAlive && (role == repl.RolePrimary || role == repl.RoleReplica && s.HasLeader())
 	if at := s.rttAt.Load(); at != 0 {
 		st.PeerRoundTrip = time.Duration(s.rtt.Load())
-		st.RoundTripAge = time.Duration(s.repl.det.Now() - at)
+		st.RoundTripAge = time.Duration(s.repl.clock.Now() - at)
 	}
 	return st
 }

@@ -97,5 +97,5 @@ func (s *Server) observeAckRoundTrip(d time.Duration) {
 	// Two stores, read without a lock: a reader may pair a round trip
 	// with the time of the next one, which is harmless for a display.
 	s.rtt.Store(int64(d))
-	s.rttAt.Store(s.repl.det.Now())
+	s.rttAt.Store(s.repl.clock.Now())
 }

@@ -1,9 +1,10 @@
-package repl
+package replstore
 
 import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/storage"
 )
 
@@ -11,8 +12,8 @@ func indexKey(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
 
 // Append stores e in the log. The caller appends in index order, inside the
 // transaction that applies e.
-func Append(tx storage.WriteTx, e *Entry) error {
-	return tx.Put(storage.BucketLog, indexKey(e.Index), AppendEntry(nil, e))
+func Append(tx storage.WriteTx, e *repl.Entry) error {
+	return tx.Put(storage.BucketLog, indexKey(e.Index), repl.AppendEntry(nil, e))
 }
 
 // Bounds returns the first and last index in the log (0, 0 when empty).
@@ -34,15 +35,15 @@ func Bounds(tx storage.ReadTx) (first, last uint64, err error) {
 // Read returns the entries from index from on, consecutive, up to about
 // maxBytes of data (at least one entry if there is one). The entries own
 // their memory.
-func Read(tx storage.ReadTx, from uint64, maxBytes int) ([]Entry, error) {
-	var out []Entry
+func Read(tx storage.ReadTx, from uint64, maxBytes int) ([]repl.Entry, error) {
+	var out []repl.Entry
 	size := 0
 	next := from
 	err := tx.Scan(storage.BucketLog, indexKey(from), nil, func(k, v []byte) (bool, error) {
 		if len(out) > 0 && size+len(v) > maxBytes {
 			return false, nil
 		}
-		e, err := DecodeEntry(append([]byte(nil), v...))
+		e, err := repl.DecodeEntry(append([]byte(nil), v...))
 		if err != nil {
 			return false, fmt.Errorf("%w: log entry %x: %v", storage.ErrCorrupt, k, err)
 		}
@@ -58,28 +59,19 @@ func Read(tx storage.ReadTx, from uint64, maxBytes int) ([]Entry, error) {
 }
 
 // Get returns the entry at index i, if the log holds it.
-func Get(tx storage.ReadTx, i uint64) (Entry, bool, error) {
+func Get(tx storage.ReadTx, i uint64) (repl.Entry, bool, error) {
 	v := tx.Get(storage.BucketLog, indexKey(i))
 	if v == nil {
-		return Entry{}, false, nil
+		return repl.Entry{}, false, nil
 	}
-	e, err := DecodeEntry(append([]byte(nil), v...))
+	e, err := repl.DecodeEntry(append([]byte(nil), v...))
 	return e, err == nil, err
 }
 
-// Retention bounds the log. An entry is trimmed once the log is over
-// MaxBytes or the entry is older than MaxAge, whichever comes first, but the
-// newest KeepLast entries always stay (they may not be acknowledged yet).
-type Retention struct {
-	MaxBytes int64
-	MaxAge   int64 // ns
-	KeepLast uint64
-}
-
-// Trim deletes the oldest entries that Retention lets go, at most limit of
+// Trim deletes the oldest entries that r lets go, at most limit of
 // them (so one transaction stays small), as of now (unix ns). It returns how
 // many it deleted.
-func Trim(tx storage.WriteTx, r Retention, now int64, limit int) (int, error) {
+func Trim(tx storage.WriteTx, r repl.Retention, now int64, limit int) (int, error) {
 	_, last, err := Bounds(tx)
 	if err != nil || last == 0 {
 		return 0, err
@@ -100,7 +92,7 @@ func Trim(tx storage.WriteTx, r Retention, now int64, limit int) (int, error) {
 		if len(doomed) >= limit || i+r.KeepLast > last {
 			return false, nil
 		}
-		e, err := DecodeEntry(v)
+		e, err := repl.DecodeEntry(v)
 		if err != nil {
 			return false, err
 		}

@@ -1,0 +1,240 @@
+package repl
+
+// Catch-up and snapshot resync (docs/ARCHITECTURE.md, "Catch-up"): the
+// replica asks, the leader's driver answers from its log or data file, and
+// only an answer to the outstanding request is acted upon. A late one may
+// describe a log position or a state this node has left since.
+
+// nextReqID returns a new catch-up or snapshot request ID.
+func (n *Node) nextReqID() uint64 {
+	n.reqSeq++
+	return n.reqSeq
+}
+
+// askCatchup asks the leader for the entries after the last one this node
+// holds. It abandons a snapshot being requested or received. A request
+// for the same position as the outstanding one continues its series.
+func (n *Node) askCatchup() {
+	pr := n.peer
+	n.endResync()
+	req := CatchupReq{From: n.last + 1}
+	if n.last > 0 {
+		// The epoch stored with the entry itself (the history may place
+		// it in a later solo epoch that adopted it).
+		req.Prev = n.lastEpoch
+	}
+	id := n.nextReqID()
+	if pr.Catchup.Req == 0 || pr.catchupPos != req {
+		pr.Catchup.First = id
+	}
+	pr.Catchup.Req, pr.catchupPos = id, req
+	pr.asked = n.now
+	n.send(Message{Kind: KindCatchupReq, Term: id, Index: req.From, Catchup: req})
+}
+
+// askSnapshot asks the leader for a snapshot of its data file that holds
+// at least the entries up to floor. Until it is installed (or abandoned)
+// the replica is not verified and holds no read lease (Status.Resyncing).
+// A request repeated with the same floor continues the series.
+func (n *Node) askSnapshot(floor uint64) {
+	pr := n.peer
+	n.dropIncoming()
+	id := n.nextReqID()
+	if pr.Snap.Req == 0 || pr.snapMin != floor {
+		pr.Snap.First = id
+	}
+	pr.Snap.Req, pr.snapMin = id, floor
+	pr.Catchup.Req = 0
+	n.verified = false
+	pr.asked = n.now
+	n.send(Message{Kind: KindSnapReq, Term: id, Index: floor})
+}
+
+// endResync forgets the outstanding snapshot request and any snapshot
+// being received.
+func (n *Node) endResync() {
+	n.dropIncoming()
+	n.peer.Snap.Req = 0
+}
+
+// dropIncoming abandons a snapshot being received.
+func (n *Node) dropIncoming() {
+	if n.peer.snapID != 0 {
+		n.peer.snapID = 0
+		n.rd.DropSnapshot = true
+	}
+}
+
+// stepEntries takes live entries or a catch-up answer (replica).
+func (n *Node) stepEntries(m *Message) {
+	if n.role != RoleReplica {
+		return
+	}
+	pr := n.peer
+	if pr.ID != 0 && m.From != 0 && m.From != pr.ID {
+		n.rd.Counters.StaleAnswers++
+		return
+	}
+	if m.Kind == KindCatchup {
+		if !pr.Catchup.answers(m.Term) {
+			n.rd.Counters.StaleAnswers++ // not an answer to the outstanding request
+			return
+		}
+		pr.Catchup.Req = 0
+		if m.Flags != 0 {
+			n.catchupRefused(m)
+			return
+		}
+	}
+	n.followEntries(m.Entries, m.Kind == KindCatchup)
+}
+
+// followEntries takes entries from the leader, in order, to persist.
+func (n *Node) followEntries(es []Entry, fromCatchup bool) {
+	if fromCatchup {
+		// The leader checked the epoch of this node's entry before the
+		// first one asked for. Only an answer to the outstanding request
+		// gets here: an older one may have checked a log this node no
+		// longer has.
+		n.verified = true
+	}
+	i := 0
+	for i < len(es) && es[i].Index <= n.last {
+		i++ // already held (catch-up overlapping the live stream)
+	}
+	es = es[i:]
+	if len(es) == 0 {
+		return // caught up
+	}
+	if !n.verified || es[0].Index != n.last+1 {
+		// Not yet known to be a prefix of the leader's log, or a gap:
+		// the live stream ran ahead. Fetch from the log; not while
+		// merging after a split brain (the leader would only say again
+		// that the logs diverged: the snapshot after the merge comes
+		// next).
+		if n.peer.Catchup.Req == 0 && n.peer.Snap.Req == 0 && n.mergeRev == 0 {
+			n.askCatchup()
+		}
+		return
+	}
+	if es[0].Epoch.Term < n.epoch.Term {
+		return // an old epoch's samples
+	}
+	shared := n.sharedIdx() // before this batch
+	var put []EpochRecord
+	for _, e := range es {
+		if e.Epoch != n.epoch {
+			put = append(put, EpochRecord{Epoch: e.Epoch, Start: e.Index})
+			n.epoch = e.Epoch
+		}
+	}
+	if len(put) > 0 {
+		kept, dropped := TrimEpochs(append(n.epochs[:len(n.epochs):len(n.epochs)], put...), shared)
+		n.epochs = kept
+		hs := &n.rd.HardState
+		hs.Put = append(hs.Put, put...)
+		hs.Drop = append(hs.Drop, dropped...)
+		hs.Term = n.epoch.Term
+		n.maxTerm = max(n.maxTerm, n.epoch.Term)
+	}
+	lastE := es[len(es)-1]
+	n.last, n.lastEpoch, n.lastSolo = lastE.Index, lastE.Epoch, lastE.Solo
+	n.rd.Entries = append(n.rd.Entries, es...)
+	n.unapplied = append(n.unapplied, es...)
+	if fromCatchup {
+		n.catchupAt = n.last
+	}
+}
+
+// catchupRefused handles a catch-up the leader cannot serve from its log
+// (an answer to the outstanding request).
+func (n *Node) catchupRefused(m *Message) {
+	keep := n.persisted
+	if m.Flags&FlagDiverged != 0 {
+		if SoloSuffix(n.epochs, m.Epochs, n.cfg.ID, n.persisted) {
+			// Writes this node acknowledged alone are not in the leader's
+			// history: split brain. They are never truncated before they
+			// are kept as conflict records.
+			if !n.splitPending {
+				n.splitPending = true
+				n.rd.SplitBrain = &SplitBrain{Leader: m.Epochs, DivergedAt: Divergence(n.epochs, m.Epochs, n.persisted)}
+			}
+			return
+		}
+		// A synchronous suffix that was never acknowledged: dropped by
+		// resyncing from the leader.
+		keep = Divergence(n.epochs, m.Epochs, n.persisted)
+	}
+	n.askSnapshot(keep)
+}
+
+// stepServeReq takes a catch-up or snapshot request (leader): the driver
+// answers it, addressed to the asker.
+func (n *Node) stepServeReq(m *Message) {
+	if !n.role.Leads() {
+		return
+	}
+	n.rd.Serve = append(n.rd.Serve, ServeRequest{To: m.From, ID: m.Term, Snapshot: m.Kind == KindSnapReq, Catchup: m.Catchup})
+}
+
+// stepSnapChunk takes one chunk of a snapshot. Chunks of any stream but
+// the one answering the outstanding request are ignored: a snapshot
+// nobody asked for may be older than what this node holds.
+func (n *Node) stepSnapChunk(m *Message) {
+	if n.role != RoleReplica {
+		return
+	}
+	pr := n.peer
+	if pr.ID != 0 && m.From != 0 && m.From != pr.ID {
+		n.rd.Counters.StaleAnswers++ // not from the party asked
+		return
+	}
+	first := false
+	if pr.snapID == 0 {
+		if !pr.Snap.answers(m.Term) || m.Index != 0 {
+			n.rd.Counters.StaleAnswers++
+			return
+		}
+		pr.snapID, pr.snapOff, first = m.Term, 0, true
+	} else if m.Term != pr.snapID {
+		n.rd.Counters.StaleAnswers++
+		return
+	}
+	pr.asked = n.now
+	if m.Index != pr.snapOff {
+		n.askSnapshot(pr.snapMin) // out of order: ask again
+		return
+	}
+	pr.snapOff += uint64(len(m.Chunk))
+	last := m.Flags&FlagLast != 0
+	n.rd.Snapshot = append(n.rd.Snapshot, SnapshotChunk{ID: m.Term, Offset: m.Index, Data: m.Chunk, First: first, Last: last, Floor: pr.snapMin})
+	if last {
+		pr.snapID = 0 // installing: Installed reports the outcome
+	}
+}
+
+// CatchupVerdict is the leader's rule for answering a catch-up request c
+// from its log, which holds [first, last] (first 0: empty); prev is the
+// epoch stored with the leader's entry at c.From-1 when it holds it
+// (havePrev). It returns 0 (send the entries from c.From on),
+// FlagLogGone (the log no longer reaches back: the asker needs a
+// snapshot) or FlagDiverged (the asker holds entries the leader's log
+// lacks, or another epoch at c.From-1: its log is no prefix of the
+// leader's; send the leader's epoch history).
+func CatchupVerdict(c CatchupReq, first, last uint64, prev Epoch, havePrev bool) uint32 {
+	if c.From <= 1 {
+		if first > 1 {
+			return FlagLogGone
+		}
+		return 0
+	}
+	switch {
+	case c.From-1 > last:
+		return FlagDiverged // the asker has entries this log lacks
+	case first == 0 || c.From-1 < first || !havePrev:
+		return FlagLogGone
+	case prev != c.Prev:
+		return FlagDiverged
+	}
+	return 0
+}

@@ -1,0 +1,111 @@
+package repl
+
+// Heartbeats, acks and leaving: what times the leases and carries the
+// peer's state.
+
+// sendHeartbeat queues this node's heartbeat (every tick).
+func (n *Node) sendHeartbeat() {
+	var start uint64
+	if n.role.Leads() && len(n.epochs) > 0 {
+		start = Last(n.epochs).Start
+	}
+	// The leader withholds its echo (the replica's read lease) while the
+	// replica is not synchronous: in solo, once acks are overdue, and in a
+	// synchronous epoch until the replica has acknowledged everything
+	// before the epoch's start (writes acknowledged while solo). A
+	// replica's echo is its primary's role lease; a waiting node grants
+	// nothing (its peer may be about to follow it, or to lead).
+	grant := n.role == RoleReplica ||
+		n.role == RolePrimary && !n.ackOverdue() && n.peer.Match+1 >= start
+	hb := Heartbeat{
+		Role: n.role, Epoch: n.epoch, Applied: n.persisted, Commit: n.commitIdx(),
+		Rev: n.rev, LedLast: n.ledLast, MaxTerm: n.maxTerm, EpochStart: start,
+		CatchingUp: n.role == RoleReplica && !n.verified, HeardAgo: n.det.Silence(n.now),
+		Run: n.det.Run,
+	}
+	if grant {
+		hb.SentAt, hb.Echo = n.det.Outgoing(n.now)
+		hb.EchoRun = n.det.PeerRun()
+	} else {
+		hb.SentAt = n.now
+	}
+	if n.role == RoleReplica {
+		hb.Epoch = n.following
+	}
+	if n.role.Leads() {
+		hb.SoloFrom = SoloFrom(n.epochs, n.cfg.ID)
+	}
+	n.send(Message{Kind: KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Heartbeat: hb})
+}
+
+// stepHeartbeat takes the peer's heartbeat and runs the role rules.
+func (n *Node) stepHeartbeat(m *Message) {
+	hb := m.Heartbeat
+	pr := n.peer
+	if n.det.Ended(hb.Run) {
+		return // sent by a run of the peer that has ended
+	}
+	if pr.Heard && hb.Run == pr.Last.Run && hb.SentAt < pr.Last.SentAt && (hb.Run != 0 || pr.Last.SentAt-hb.SentAt < int64(n.cfg.Lease)) {
+		// Overtaken by a newer one of the same run (heartbeats travel
+		// best effort). Without runs (an older peer), a much older SentAt
+		// is a restarted peer's new clock.
+		return
+	}
+	if m.From != 0 {
+		pr.ID = m.From
+	}
+	n.det.Heard(&hb, m.Received)
+	pr.Last, pr.Heard = hb, true
+	n.holdOff = ""
+	if n.det.PeerDeaf(&hb, m.Received) {
+		n.holdOff = "the peer does not hear this node"
+	}
+	n.maxTerm = max(n.maxTerm, hb.MaxTerm)
+	if n.role == RoleReplica && hb.Role.Leads() && hb.Epoch == n.following && hb.Commit > n.commit {
+		// The commit index a replica knows: never past what it holds.
+		n.commit = min(hb.Commit, n.persisted)
+	}
+	n.evaluate()
+	n.releaseReads()
+}
+
+// stepAck takes the replica's acknowledgement of its durable index.
+func (n *Node) stepAck(m *Message) {
+	if n.peer.ID != 0 && m.From != 0 && m.From != n.peer.ID {
+		n.rd.Counters.StaleAnswers++ // from a party this node does not follow
+		return
+	}
+	switch n.role {
+	case RoleSolo:
+		if mk := &n.peer.mark; m.Index > mk.acked && mk.epoch == n.epoch {
+			mk.acked = m.Index // progress of a replica catching up (caughtUp)
+		}
+	case RolePrimary:
+		if m.Index > n.peer.Match && m.Index <= n.last {
+			n.peer.Match = m.Index
+			n.updateCommit()
+			n.progressHandover()
+		}
+	}
+}
+
+// stepLeaving: the replica stops on purpose. Only from the peer's current
+// run: a late message of an earlier run must not end a later synchronous
+// epoch. The run, not the term, names it; a sender without runs names the
+// epoch's term.
+func (n *Node) stepLeaving(m *Message) {
+	current := m.Run != 0 && m.Run == n.det.PeerRun()
+	if m.Run == 0 {
+		current = m.Term == n.epoch.Term
+	}
+	if !current {
+		return
+	}
+	// The run's heartbeats still in flight are stale: the peer is gone
+	// until a new run is heard.
+	n.det.PeerLeft()
+	n.peer.Heard = false
+	if n.role == RolePrimary {
+		n.goSolo("the replica is stopping")
+	}
+}

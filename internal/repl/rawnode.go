@@ -1,0 +1,335 @@
+package repl
+
+import "time"
+
+// NewNode returns the core of a node restarted from st. It starts waiting:
+// a restarted process never resumes an old epoch.
+func NewNode(cfg Config, st RestartState) *Node {
+	if cfg.Lease <= 0 {
+		cfg.Lease = time.Second
+	}
+	if cfg.AckTimeout <= 0 {
+		cfg.AckTimeout = 2 * cfg.Lease
+	}
+	if cfg.Drift <= 0 {
+		cfg.Drift = cfg.Lease/10 + 10*time.Millisecond
+	}
+	if cfg.SnapPatience <= 0 {
+		cfg.SnapPatience = max(20*cfg.Lease, 10*time.Second)
+	}
+	det := NewDetector(cfg.Lease, cfg.Drift, cfg.Run, st.Now)
+	det.FreezeGrace, det.FreezeGraceFrom = cfg.FreezeGrace, cfg.FreezeGraceFrom
+	n := &Node{
+		cfg: cfg, det: det, now: st.Now, started: st.Now,
+		role:    RoleWaiting,
+		epochs:  append([]EpochRecord(nil), st.Epochs...),
+		maxTerm: max(st.MaxTerm, Last(st.Epochs).Epoch.Term),
+		epoch:   Last(st.Epochs).Epoch,
+		last:    st.Last, persisted: st.Last, applied: st.Applied,
+		commit: st.Applied, nextApply: st.Applied + 1, rev: st.Rev,
+		lastEpoch: st.LastEpoch, lastSolo: st.LastSolo,
+		peer:   &Progress{},
+		reqSeq: cfg.ReqSeed,
+	}
+	last := Last(st.Epochs).Epoch
+	n.ledLast = last.Node == cfg.ID && !last.IsZero()
+	return n
+}
+
+// Tick gives the core the caller's clock (ns, monotonic, never going
+// back). The driver calls it several times per lease (Lease/8); a gap over
+// Lease/4 is taken as a freeze of this node (Detector). It sends the
+// heartbeat and runs the role rules.
+func (n *Node) Tick(now int64) {
+	n.advanceClock(now)
+	n.det.Tick(now)
+	n.sendHeartbeat()
+	n.splitBrainTick()
+	n.evaluate()
+	n.progressHandover()
+	if n.role == RoleReplica {
+		p := n.peer
+		switch {
+		case p.Catchup.Req != 0 && now-p.asked > int64(n.cfg.Lease):
+			n.askCatchup() // lost or unanswered: ask again, in the same series
+		case p.Snap.Req != 0 && now-p.asked > int64(n.cfg.SnapPatience):
+			n.askSnapshot(p.snapMin)
+		}
+	}
+}
+
+func (n *Node) advanceClock(now int64) {
+	if now > n.now {
+		n.now = now
+	}
+}
+
+// Step takes a message received from the peer.
+func (n *Node) Step(m Message) {
+	n.advanceClock(m.Received)
+	if m.From != 0 && n.peer.ID == 0 {
+		n.peer.ID = m.From
+	}
+	// Kinds the core does not know (forwarded writes, member records)
+	// are the driver's.
+	switch m.Kind {
+	case KindHeartbeat:
+		n.stepHeartbeat(&m)
+	case KindAck:
+		n.stepAck(&m)
+	case KindEntries, KindCatchup:
+		n.stepEntries(&m)
+	case KindCatchupReq, KindSnapReq:
+		n.stepServeReq(&m)
+	case KindSnapChunk:
+		n.stepSnapChunk(&m)
+	case KindMergeReq:
+		n.stepMergeReq(&m)
+	case KindLeaving:
+		n.stepLeaving(&m)
+	case KindHandover:
+		n.stepHandover(&m)
+	case KindHandoverAck:
+		n.stepHandoverAck(&m)
+	}
+}
+
+// Propose sequences entries as the leader: es must follow the log (the
+// first at Next()); the core stamps each with the current epoch and solo
+// flag. They come back in Ready.Entries (to persist) and in a message to
+// the replica. It fails with ErrNotLeader when this node does not lead and
+// ErrHandingOver during a hand-over; nothing is then sequenced.
+func (n *Node) Propose(es []Entry) error {
+	if !n.role.Leads() {
+		return ErrNotLeader
+	}
+	if n.handover != nil {
+		return ErrHandingOver
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	solo := n.role == RoleSolo
+	for i := range es {
+		es[i].Index = n.last + 1 + uint64(i)
+		es[i].Epoch, es[i].Solo = n.epoch, solo
+		if rev, err := es[i].MergeRev(); es[i].Merge && err == nil {
+			n.mergedAbove = max(n.mergedAbove, rev)
+		}
+	}
+	n.last = es[len(es)-1].Index
+	n.lastEpoch, n.lastSolo = n.epoch, solo
+	n.rd.Entries = append(n.rd.Entries, es...)
+	n.unapplied = append(n.unapplied, es...)
+	n.send(Message{Kind: KindEntries, Term: n.epoch.Term, Index: es[0].Index, Entries: es})
+	n.inflight = append(n.inflight, idxAt{at: n.now, idx: n.last})
+	return nil
+}
+
+// Next is the position the next proposal gets: its index, epoch and solo
+// flag (meaningful while leading).
+func (n *Node) Next() (index uint64, epoch Epoch, solo bool) {
+	return n.last + 1, n.epoch, n.role == RoleSolo
+}
+
+// Persisted reports the log durable up to index (with the revision of
+// that entry). A replica acknowledges it; a leader counts it towards the
+// commit index.
+func (n *Node) Persisted(index uint64, rev int64) {
+	if index <= n.persisted || index > n.last {
+		return
+	}
+	n.persisted, n.rev = index, rev
+	switch n.role {
+	case RoleReplica:
+		n.send(Message{Kind: KindAck, Index: index})
+		if n.catchupAt != 0 && index >= n.catchupAt {
+			n.catchupAt = 0
+			n.askCatchup() // the next chunk, or an empty answer when caught up
+		}
+	case RolePrimary, RoleSolo:
+		n.updateCommit()
+		n.progressHandover()
+	}
+}
+
+// Applied reports the entries up to index applied (and visible).
+func (n *Node) Applied(index uint64) {
+	if index <= n.applied {
+		return
+	}
+	n.applied = index
+	i := 0
+	for i < len(n.unapplied) && n.unapplied[i].Index <= index {
+		i++
+	}
+	n.unapplied = n.unapplied[i:]
+	if n.nextApply <= index {
+		n.nextApply = index + 1
+	}
+}
+
+// Fenced reports the outcome of the fence command Ready.Fence asked for.
+// A success counts only for the promotion it was run for: the role rules
+// run again now, and promote, if they still call for it, goes ahead.
+func (n *Node) Fenced(err error) {
+	n.fencing = false
+	if n.role != RoleReplica {
+		return // the role changed while it ran
+	}
+	if err != nil {
+		n.setRole(RoleWaiting, "fence failed")
+		return
+	}
+	n.fenced = true
+	n.evaluate()
+	n.fenced = false
+}
+
+// Installed reports the snapshot of the last Ready.Snapshot chunk
+// installed (st: the state now on disk), or not (err; ErrStaleSnapshot:
+// nothing changed). Either way the node catches up from the log next.
+func (n *Node) Installed(st RestartState, err error) {
+	if err == nil {
+		n.epochs = append([]EpochRecord(nil), st.Epochs...)
+		n.maxTerm = max(n.maxTerm, st.MaxTerm, Last(st.Epochs).Epoch.Term)
+		n.epoch = Last(st.Epochs).Epoch
+		n.last, n.persisted, n.applied, n.commit = st.Last, st.Last, st.Applied, st.Applied
+		n.nextApply, n.rev = st.Applied+1, st.Rev
+		n.lastEpoch, n.lastSolo = st.LastEpoch, st.LastSolo
+		n.unapplied = nil
+		n.ledLast = false
+	} else if err == ErrStaleSnapshot {
+		n.rd.Counters.StaleAnswers++
+	}
+	if n.role == RoleReplica {
+		n.askCatchup()
+	}
+}
+
+// ConflictsKept reports that the conflict records Ready.SplitBrain asked
+// for are durable (accepted: the operator already accepted them, dyad
+// resolve), or could not be written (err: the node stays as it is and
+// asks again on the next divergence answer).
+func (n *Node) ConflictsKept(accepted bool, err error) {
+	n.splitPending = false
+	if err != nil {
+		return
+	}
+	n.rd.Counters.SplitBrains++
+	if n.cfg.ManualSplitBrain && !accepted {
+		n.setStuck("split brain (policy manual): this node stopped serving; inspect its conflict records and run dyad resolve accept (docs/OPERATIONS.md, split brain)")
+		n.setRole(RoleWaiting, n.stuck)
+		return
+	}
+	n.mergeRev = n.rev
+	n.askMerge()
+}
+
+// Resolve reports the operator's acceptance of the split brain this node
+// waits on (dyad resolve accept): the role rules follow the leader again.
+func (n *Node) Resolve() {
+	if n.stuck != "" {
+		n.setStuck("")
+	}
+}
+
+// ReadIndex registers a linearizable read (id chosen by the caller); a
+// ReadState names it once it may be served. The primary serves once
+// commit reaches the last index it had assigned; a replica under its read
+// lease once the commit index it knows reaches what it had persisted.
+func (n *Node) ReadIndex(id uint64) {
+	idx := n.last
+	if n.role == RoleReplica {
+		idx = n.persisted
+	}
+	n.reads = append(n.reads, readWait{id: id, index: idx})
+	n.releaseReads()
+}
+
+// Leave is called as the node stops: a replica gives up its read lease
+// and tells its primary, which may then lead alone at once.
+func (n *Node) Leave() {
+	if n.role != RoleReplica {
+		return
+	}
+	n.det.ForgetPeer()
+	n.setRole(RoleWaiting, "stopping")
+	n.send(Message{Kind: KindLeaving, Term: n.following.Term, Run: n.det.Run})
+}
+
+// HasReady reports whether Ready would carry anything.
+func (n *Node) HasReady() bool {
+	rd := &n.rd
+	return !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.Messages) > 0 ||
+		n.commit != n.handedCommit || n.commitReady() || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
+		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.SplitBrain != nil ||
+		rd.Merge != 0 || rd.HandoverResult != nil || rd.Stuck != nil || rd.Counters != Counters{}
+}
+
+func (n *Node) commitReady() bool {
+	return n.nextApply <= n.commit && len(n.unapplied) > 0 && n.unapplied[len(n.unapplied)-1].Index >= n.nextApply
+}
+
+// Ready returns what the driver must carry out now (see Ready) and hands
+// it over: inputs given while the driver carries it out (Installed,
+// ConflictsKept, ...) go into the next one. Call Advance once it is
+// carried out, before the next Ready.
+func (n *Node) Ready() Ready {
+	rd := n.rd
+	n.rd = Ready{}
+	rd.Commit = n.commit
+	for _, e := range n.unapplied {
+		if e.Index >= n.nextApply && e.Index <= n.commit {
+			rd.CommittedEntries = append(rd.CommittedEntries, e)
+		}
+	}
+	n.handedCommit = n.commit
+	return rd
+}
+
+// Advance tells the core the last Ready was carried out: its committed
+// entries are being applied.
+func (n *Node) Advance() {
+	if c := n.handedCommit; c >= n.nextApply {
+		n.nextApply = c + 1
+	}
+}
+
+// Status returns what request goroutines need (see Status).
+func (n *Node) Status() Status {
+	st := Status{
+		Role: n.role, Epoch: n.epoch, LeaseUntil: n.det.LeaseUntil(),
+		Resyncing: n.peer.Snap.Req != 0, HandoffUntil: n.handoffUntil, Stuck: n.stuck,
+		Last: n.last, Applied: n.applied, Commit: n.commitIdx(), Current: n.epoch,
+		HandingOver: n.HandingOver(),
+		Peer:        n.peer.Last, PeerFresh: n.peerFresh(), PeerID: n.peer.ID,
+		HeardAgo: n.det.HeardAgo(n.now),
+	}
+	switch n.role {
+	case RolePrimary, RoleSolo:
+		st.Leader = n.cfg.ID
+	case RoleReplica:
+		st.Leader = n.following.Node
+		st.Epoch = n.following
+	}
+	return st
+}
+
+// HandingOver reports whether a hand-over from this node is under way
+// (Status.HandingOver): no proposal is taken meanwhile.
+func (n *Node) HandingOver() bool {
+	return n.handover != nil && !(n.handover.sent && n.handover.final)
+}
+
+// Role is the node's role.
+func (n *Node) Role() Role { return n.role }
+
+// Epochs is the epoch history (the caller must not change it).
+func (n *Node) Epochs() []EpochRecord { return n.epochs }
+
+// send queues a message to the peer.
+func (n *Node) send(m Message) {
+	m.From, m.To = n.cfg.ID, n.peer.ID
+	n.rd.Messages = append(n.rd.Messages, m)
+}

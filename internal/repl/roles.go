@@ -1,0 +1,283 @@
+package repl
+
+// The role rules (docs/ARCHITECTURE.md, "Roles" and the role table): one
+// step function per role, run on every tick and every heartbeat. Each
+// reads as one decision table.
+
+// evaluate runs the rules of the current role.
+func (n *Node) evaluate() {
+	// Notice a freeze of this node before judging anything: a message
+	// handled right after a thaw must not find the peer "dead" or acks
+	// "overdue" by the frozen time.
+	n.det.Tick(n.now)
+	switch n.role {
+	case RoleWaiting:
+		n.stepWaiting()
+	case RoleReplica:
+		n.stepReplica()
+	case RolePrimary:
+		n.stepPrimary()
+	case RoleSolo:
+		n.stepSolo()
+	}
+}
+
+// stepWaiting: a node that does not serve writes decides whether to lead
+// or follow.
+func (n *Node) stepWaiting() {
+	if n.stuck != "" {
+		return
+	}
+	if n.handover != nil && n.handover.sent {
+		n.stepHandedOver()
+		return
+	}
+	p := &n.peer.Last
+	fresh := n.peerFresh()
+	waited := n.now-n.started > 2*int64(n.cfg.Lease)
+	switch {
+	case fresh && p.Role == RoleSolo && n.ledLast && n.wroteAlone() && !n.yieldsTo(p) && n.holdOff == "":
+		// Restarted after a split in which this node should win: lead
+		// again, and the peer yields when it hears it. Only after a
+		// real split, one in which this node acknowledged writes alone:
+		// one that led a synchronous epoch and crashed was replaced by
+		// its replica.
+		n.lead("restarted after a split brain that this node wins")
+	case fresh && p.Role.Leads():
+		n.follow()
+	case fresh && p.Role == RoleReplica && n.ledLast:
+		// Back before the replica promoted: lead again; it follows. Only
+		// once it has heard this node lately (a replica still counting
+		// this node's silence may be promoting right now) and has heard
+		// this run (until then it may hold a read lease from the
+		// previous run, which ended without expiring it).
+		if n.peerHearsNow() && n.det.PeerKnowsRun(p) {
+			n.lead("restarted before the replica took over")
+		}
+	case fresh && p.Role == RoleWaiting:
+		// Cold start of both: the one that led last leads; a fresh pair
+		// is started by the bootstrap node.
+		lead := n.ledLast && !p.LedLast ||
+			n.ledLast && p.LedLast && n.cfg.Preferred ||
+			!n.ledLast && !p.LedLast && n.persisted == 0 && p.Applied == 0 && n.cfg.Bootstrap
+		// A peer that does not hear this node and led last leads alone
+		// by the next rule; this one then follows it.
+		if lead && waited && (n.holdOff == "" || !p.LedLast) {
+			n.lead("cold start of both nodes")
+		}
+	case !fresh && waited && n.holdOff == "" && (n.ledLast || n.cfg.Bootstrap && n.persisted == 0 && len(n.epochs) == 0):
+		n.lead("peer absent; this node led last")
+	}
+}
+
+// stepReplica: a replica follows its primary and promotes itself once the
+// primary is dead and its role lease expired.
+func (n *Node) stepReplica() {
+	p := &n.peer.Last
+	fresh := n.peerFresh()
+	if fresh && p.Role.Leads() {
+		n.following = p.Epoch
+	}
+	n.fetchIfStalled(fresh)
+	if !n.det.PeerDead(n.now) || !n.det.PeerLeaseExpired(n.now) {
+		return
+	}
+	if n.holdOff != "" {
+		// The primary stopped hearing this node before it fell silent
+		// here: it has gone solo (a one-way link failure).
+		n.setRole(RoleWaiting, "the primary stopped hearing this node and leads alone: waiting for it (or dyad force-primary)")
+		return
+	}
+	if n.leaseWithheld() {
+		// The primary had stopped renewing this node's read lease (its
+		// acks were overdue) before it fell silent here: it may have gone
+		// solo since, without waiting to hear that this node no longer
+		// hears it, and acknowledged writes this node lacks. Its silence
+		// alone proves nothing.
+		n.setRole(RoleWaiting, "the primary withheld this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
+		return
+	}
+	// Only a synchronous replica may take over: one that was catching up
+	// from a solo primary lacks acknowledged writes.
+	syncHB := p.Role == RolePrimary && n.persisted+1 >= p.EpochStart
+	syncEntries := !n.lastSolo && !n.lastEpoch.IsZero() && !n.lastEpoch.Less(p.Epoch)
+	if syncHB || syncEntries {
+		n.promote()
+	} else {
+		n.setRole(RoleWaiting, "the primary was lost while this node was still catching up; it holds writes this node never saw: waiting for it (or dyad force-primary)")
+	}
+}
+
+// stepPrimary: a synchronous primary goes solo once its replica is dead
+// (or its acks overdue) and the replica's read lease expired.
+func (n *Node) stepPrimary() {
+	p := &n.peer.Last
+	if n.peerFresh() && p.Role.Leads() && p.Epoch.Term > n.epoch.Term {
+		n.countFalseFailover()
+		n.stepDown("peer leads a newer epoch")
+		return
+	}
+	if (n.det.PeerDead(n.now) || n.ackOverdue()) && n.det.PeerLeaseExpired(n.now) {
+		if n.holdOff != "" {
+			// The replica stopped hearing this node: it takes over (a
+			// one-way link failure). Going solo too would split the
+			// pair; wait for it instead. This node still led last.
+			n.stepDown("the replica stopped hearing this node and takes over: waiting for it (or dyad force-primary)")
+			return
+		}
+		n.goSolo("replica lost")
+	}
+}
+
+// stepSolo: a solo leader yields to a leading peer after a split, or goes
+// back to synchronous once its replica caught up.
+func (n *Node) stepSolo() {
+	p := &n.peer.Last
+	fresh := n.peerFresh()
+	// A synchronous primary of an older epoch acknowledged nothing alone
+	// and steps down when it hears this node (stepPrimary): it is no
+	// split. Yielding to it made both nodes step down at once and follow
+	// each other's epochs, two replicas with no primary
+	// (testdata/oneway.txt).
+	if fresh && p.Role.Leads() && !(p.Role == RolePrimary && p.Epoch.Term < n.epoch.Term) {
+		n.splitLeaders()
+		return
+	}
+	n.bothLeadSince = 0
+	// Following this node, and hearing it: a replica that reports not
+	// hearing this node for half a lease gets no entries (a one-way link
+	// failure) and is about to wait or take over; a synchronous epoch with
+	// it would only stall writes until its acks were overdue.
+	following := fresh && p.Role == RoleReplica && !p.CatchingUp && p.Epoch.Node == n.cfg.ID && n.peerHearsNow()
+	if n.caughtUp(following) {
+		n.newEpochAt(false, n.last+1)
+		n.peer.Match = p.Applied
+		n.setRole(RolePrimary, "replica caught up")
+		n.updateCommit()
+	}
+}
+
+// leaseWithheld reports whether the newest heartbeat of this replica's
+// primary withheld the replica's read lease: it said "primary" but echoed
+// no send time of this node's run. A synchronous primary withholds it only
+// when it no longer counts this replica as synchronous (acks overdue, or
+// entries before its epoch's start not yet acknowledged), and from then on
+// it goes solo as soon as the last lease it granted has run out (plus
+// drift), whether or not it hears this node. Its silence is then no proof
+// of its death: a cut of the primary -> replica direction looks the same
+// from here, and promoting would make two nodes acknowledge writes alone
+// (issue 15, "two leaders after two faults").
+//
+// While the primary grants, it goes solo only after a lease of this node's
+// silence or a lease past its last grant, and this node's heartbeats
+// report not hearing it within half a lease of the cut, so the primary
+// holds off first: promoting is safe.
+func (n *Node) leaseWithheld() bool {
+	p := &n.peer.Last
+	if p.Role != RolePrimary {
+		return false // a solo leader: the rules on who may promote decide
+	}
+	if p.Run == 0 {
+		return p.Echo == 0 // a sender without runs echoes without naming one
+	}
+	return !n.det.PeerKnowsRun(p)
+}
+
+// fetchIfStalled asks for catch-up when this replica has stood still for a
+// quarter lease while its leader reports more entries: a gap is otherwise
+// found only when the next live entry arrives.
+func (n *Node) fetchIfStalled(fresh bool) {
+	pr := n.peer
+	// Not while merging after a split brain: the leader would only say
+	// again that the logs diverged.
+	if !fresh || !pr.Last.Role.Leads() || pr.Last.Applied <= n.persisted || pr.Catchup.Req != 0 || pr.Snap.Req != 0 || n.mergeRev != 0 {
+		pr.behind = 0
+		return
+	}
+	if pr.behind == 0 || pr.behindAt != n.persisted {
+		pr.behind, pr.behindAt = n.now, n.persisted
+		return
+	}
+	if n.now-pr.behind > int64(n.cfg.Lease/4) {
+		pr.behind = 0
+		n.askCatchup()
+	}
+}
+
+// caughtUp judges, in solo, whether the replica (following this node, per
+// its newest heartbeat) has caught up, and has stayed so for a lease. At
+// each judgement it is caught up when its heartbeats or acks show that it
+// holds every entry this node held a quarter lease ago (everything, on an
+// idle pair). A replica further behind, too slow for the load, stays
+// outside: going synchronous with it would stall writes until its acks
+// were overdue and this node went solo again.
+func (n *Node) caughtUp(following bool) bool {
+	m := &n.peer.mark
+	if m.epoch != n.epoch {
+		*m = syncMark{epoch: n.epoch}
+	}
+	target := n.persisted
+	lag := n.now - int64(n.cfg.Lease/4)
+	for len(m.samples) > 0 && m.samples[0].at <= lag {
+		if len(m.samples) > 1 && m.samples[1].at <= lag {
+			m.samples = m.samples[1:]
+			continue
+		}
+		target = m.samples[0].idx
+		break
+	}
+	m.samples = append(m.samples, idxAt{at: n.now, idx: n.persisted})
+	ok := following && max(n.peer.Last.Applied, m.acked) >= target
+	switch {
+	case !ok:
+		m.since = 0
+	case m.since == 0:
+		m.since = n.now
+	}
+	return ok && n.now-m.since >= int64(n.cfg.Lease)
+}
+
+// ackOverdue reports an entry unacknowledged for AckTimeout of this node's
+// own running time (a freeze of this node restarts the count).
+func (n *Node) ackOverdue() bool {
+	if len(n.inflight) == 0 || n.det.InFreezeGrace(n.now) {
+		return false
+	}
+	since := max(n.inflight[0].at, n.det.RunningSince())
+	return n.now-since > int64(n.cfg.AckTimeout)
+}
+
+// peerFresh reports whether the peer's last heartbeat is recent enough to
+// act on (a node thawing from a freeze holds stale news).
+func (n *Node) peerFresh() bool { return n.peer.Heard && n.det.PeerHeard(n.now) }
+
+// peerHearsNow reports whether the peer has heard this node within the
+// last Lease/2, as of now: the silence its last heartbeat reported plus
+// that heartbeat's age.
+func (n *Node) peerHearsNow() bool {
+	p := &n.peer.Last
+	if !n.peerFresh() || p.HeardAgo < 0 {
+		return false
+	}
+	return n.det.HeardAgo(n.now)+p.HeardAgo <= n.cfg.Lease/2
+}
+
+// countFalseFailover counts a takeover by the peer while this node led
+// and had not been frozen within the last lease.
+func (n *Node) countFalseFailover() {
+	if !n.det.InFreezeGrace(n.now - int64(n.cfg.Lease)) {
+		n.rd.Counters.FalseFailovers++
+	}
+}
+
+// wroteAlone reports whether this node acknowledged writes alone in its
+// trailing run of solo epochs.
+func (n *Node) wroteAlone() bool {
+	from := SoloFrom(n.epochs, n.cfg.ID)
+	return from != 0 && n.persisted >= from
+}
+
+// yieldsTo applies YieldAfterSplit between this node and a leading peer.
+func (n *Node) yieldsTo(p *Heartbeat) bool {
+	return YieldAfterSplit(n.wroteAlone(), p.WroteSolo(), n.cfg.Preferred)
+}
