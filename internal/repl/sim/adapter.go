@@ -303,13 +303,26 @@ func (n *node) take(op *Op) {
 	case op.in.Put && st.Role == repl.RoleReplica && st.Leader != 0:
 		n.puts[op.id] = op
 		n.w.net.Send(Packet{From: n.idx, To: int(st.Leader - 1), Payload: fwdWrite{origin: n.id, id: op.id, key: op.in.Key, value: op.in.Value}})
-	case !op.in.Put && st.Leader != 0:
+	case !op.in.Put && n.hasLeader(st):
 		n.reads[op.id] = op
 		n.n.ReadIndex(op.id)
 	default:
 		n.w.finish(op, Output{}, true) // no leader
 	}
 	n.process()
+}
+
+// hasLeader is the driver's gate for linearizable reads (the server's
+// HasLeader): a solo leader always; a primary or a replica while it holds
+// its peer's lease; a replica replacing its state from a snapshot never.
+func (n *node) hasLeader(st repl.Status) bool {
+	switch st.Role {
+	case repl.RoleSolo:
+		return true
+	case repl.RolePrimary, repl.RoleReplica:
+		return n.now() < st.LeaseUntil && !(st.Role == repl.RoleReplica && st.Resyncing)
+	}
+	return false
 }
 
 // propose logs a write as the leader, at the revision after the log's last.
@@ -339,7 +352,9 @@ func (n *node) process() bool {
 	for n.n != nil && n.n.HasReady() {
 		rd := n.n.Ready()
 		n.n.Advance()
-		busy = busy || n.carryOut(&rd)
+		if n.carryOut(&rd) {
+			busy = true
+		}
 	}
 	return busy
 }
@@ -418,7 +433,7 @@ func (n *node) carryOut(rd *repl.Ready) bool {
 	if sb := rd.SplitBrain; sb != nil {
 		for _, e := range n.disk.Log()[min(sb.DivergedAt, uint64(n.disk.Len())):] {
 			if e.ReqID != 0 {
-				w.check.Conflict(e.ReqID)
+				w.check.Conflict(n.idx, e.ReqID)
 			}
 		}
 		w.tracef("node %d keeps its writes after index %d as conflict records", n.idx, sb.DivergedAt)
@@ -552,6 +567,7 @@ func (n *node) serveReads() {
 			continue
 		}
 		kv, ok := n.kv[r.op.in.Key]
+		r.op.leads = n.n.Role().Leads()
 		n.w.finish(r.op, Output{Rev: n.rev, Found: ok, Value: kv.value, ModRev: kv.modRev}, false)
 	}
 	n.ready = n.ready[:k]
@@ -633,7 +649,9 @@ func (n *node) view(v *View) {
 	v.Role, v.Leads, v.Epoch = n.roleName(), false, EpochID{}
 	if n.n != nil {
 		st := n.n.Status()
-		v.Leads = st.Role.Leads()
+		// A primary without its role lease serves nothing: its replica
+		// may have taken over.
+		v.Leads = st.Role.Leads() && n.hasLeader(st)
 		v.Epoch = EpochID{Term: st.Epoch.Term, Node: st.Epoch.Node}
 	}
 }

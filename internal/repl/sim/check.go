@@ -75,7 +75,8 @@ type Checker struct {
 }
 
 type deferred struct {
-	id  uint64 // the write that must be in a conflict record
+	id  uint64 // the write that must end in the store or a conflict record
+	idx uint64 // its index
 	why string
 	at  int64
 }
@@ -102,14 +103,16 @@ func (c *Checker) Fail(kind, format string, args ...any) {
 // TwoWayCut records that the nodes were cut from each other both ways.
 func (c *Checker) TwoWayCut() { c.twoWay = true }
 
-// excuse fails at once before any two-way partition; after one it defers
-// the judgement to Final: write id must then be in a conflict record.
-func (c *Checker) excuse(id uint64, kind, format string, args ...any) {
+// excuse fails at once before any two-way partition. After one, both
+// nodes may serve apart, so a leader may lack the other's writes and a
+// read may miss them: the judgement waits for Final, where write id must
+// be in the settled leader's log at index idx or in a conflict record.
+func (c *Checker) excuse(id, idx uint64, kind, format string, args ...any) {
 	if !c.twoWay {
 		c.Fail(kind, format, args...)
 		return
 	}
-	c.deferred = append(c.deferred, deferred{id: id, why: kind + ": " + fmt.Sprintf(format, args...), at: c.now()})
+	c.deferred = append(c.deferred, deferred{id: id, idx: idx, why: kind + ": " + fmt.Sprintf(format, args...), at: c.now()})
 }
 
 // Crashed records a crash of node.
@@ -141,7 +144,7 @@ func (c *Checker) secondFault(a ack) bool {
 func (c *Checker) Ack(node int, id, index uint64, key string, rev int64, epoch EpochID, solo bool) {
 	a := ack{id: id, index: index, key: key, rev: rev, epoch: epoch, node: node, at: c.now(), solo: solo}
 	if prev, ok := c.ackedAt[index]; ok && prev.id != id && !c.secondFault(prev) {
-		c.excuse(prev.id, "divergent-acks", "writes %d and %d both acknowledged at index %d", prev.id, id, index)
+		c.excuse(prev.id, prev.index, "divergent-acks", "writes %d and %d both acknowledged at index %d", prev.id, id, index)
 	} else if !ok {
 		c.ackedAt[index] = a
 	}
@@ -149,7 +152,7 @@ func (c *Checker) Ack(node int, id, index uint64, key string, rev int64, epoch E
 	// newer epoch, no other leader acknowledges in an older one.
 	for i, l := range c.lastAck {
 		if l.id != 0 && l.epoch.Node != epoch.Node && epoch.Term < l.epoch.Term {
-			c.excuse(id, "two-leaders", "write %d acknowledged in epoch %d/%d after node %d acknowledged write %d in epoch %d/%d",
+			c.excuse(id, index, "two-leaders", "write %d acknowledged in epoch %d/%d after node %d acknowledged write %d in epoch %d/%d",
 				id, epoch.Term, epoch.Node, i, l.id, l.epoch.Term, l.epoch.Node)
 		}
 	}
@@ -192,25 +195,38 @@ func (c *Checker) Visible(node int, rev int64) {
 	c.visible[node] = rev
 }
 
-// Read checks a linearizable read of key that started at call and
+// Read checks a linearizable read of key on node that started at call and
 // returned out: it must not be older than any write of key acknowledged
-// before call.
-func (c *Checker) Read(node int, key string, call int64, out Output) {
+// before call. Only a leader may miss writes after a two-way partition
+// (both sides serve apart); a replica serves only under a read lease that
+// the other side's leader waited out, so its reads are always judged at
+// once.
+func (c *Checker) Read(node int, leads bool, key string, call int64, out Output) {
 	for _, a := range c.byKey[key] {
 		if a.at >= call {
 			break
 		}
 		if (!out.Found || out.ModRev < a.rev) && !c.secondFault(a) {
-			c.excuse(a.id, "stale-read", "node %d read %s at mod revision %d (found %v), but write %d (revision %d) was acknowledged at %.3fs, before the read began at %.3fs",
+			if !leads {
+				c.Fail("stale-read", "replica %d read %s at mod revision %d (found %v), but write %d (revision %d) was acknowledged at %.3fs, before the read began at %.3fs",
+					node, key, out.ModRev, out.Found, a.id, a.rev, float64(a.at)/1e9, float64(call)/1e9)
+				return
+			}
+			c.excuse(a.id, a.index, "stale-read", "node %d read %s at mod revision %d (found %v), but write %d (revision %d) was acknowledged at %.3fs, before the read began at %.3fs",
 				node, key, out.ModRev, out.Found, a.id, a.rev, float64(a.at)/1e9, float64(call)/1e9)
 		}
 	}
 }
 
-// Conflict records that write id was kept as a conflict record.
-func (c *Checker) Conflict(id uint64) {
-	if !c.twoWay {
-		c.Fail("made-up-split-brain", "write %d went to a conflict record, but the nodes were never cut from each other both ways", id)
+// Conflict records that node kept write id as a conflict record. Without
+// a two-way partition only a second fault explains that: the node led
+// alone and then crashed, and its peer, which led last as far as it knew,
+// came back alone (docs/ARCHITECTURE.md, "Serving alone after a restart").
+// A node that never crashed losing its writes to a restarted peer is the
+// made-up split brain.
+func (c *Checker) Conflict(node int, id uint64) {
+	if !c.twoWay && len(c.crashed[node]) == 0 {
+		c.Fail("made-up-split-brain", "node %d kept write %d as a conflict record, but the nodes were never cut from each other both ways and it never crashed", node, id)
 	}
 	if !c.conflict[id] {
 		c.conflict[id] = true
@@ -231,7 +247,7 @@ func (c *Checker) Step(views []View) {
 		for ; c.checked[i] < len(c.acked); c.checked[i]++ {
 			a := c.acked[c.checked[i]]
 			if id, ok := v.WriteAt(a.index); (!ok || id != a.id) && !c.secondFault(a) {
-				c.excuse(a.id, "lost-write", "node %d leads (%s, epoch %d/%d) without write %d acknowledged at index %d (it holds %d there, present %v)",
+				c.excuse(a.id, a.index, "lost-write", "node %d leads (%s, epoch %d/%d) without write %d acknowledged at index %d (it holds %d there, present %v)",
 					i, v.Role, v.Epoch.Term, v.Epoch.Node, a.id, a.index, id, ok)
 			}
 		}
@@ -257,8 +273,13 @@ func (c *Checker) Final(views []View) {
 	}
 	sort.SliceStable(c.deferred, func(i, j int) bool { return c.deferred[i].at < c.deferred[j].at })
 	for _, d := range c.deferred {
-		if !c.conflict[d.id] {
-			c.Fail(d.why[:indexByte(d.why, ':')], "%s (and write %d is not a conflict record)", d.why, d.id)
+		kept := false
+		if leader >= 0 {
+			id, ok := views[leader].WriteAt(d.idx)
+			kept = ok && id == d.id
+		}
+		if !c.conflict[d.id] && !kept {
+			c.Fail(d.why[:indexByte(d.why, ':')], "%s (and write %d is neither in the leader's log nor a conflict record)", d.why, d.id)
 		}
 	}
 }

@@ -125,15 +125,15 @@ func (h *History) Unknown() int {
 }
 
 // Check runs porcupine over the history (timeout 0: no limit). It returns
-// nil when the history is linearizable, else why not (a timeout counts as
-// a failure: an unfinished check proves nothing).
-func (h *History) Check(timeout time.Duration) error {
+// "" when the history is linearizable, else the failure's kind and why (a
+// timeout counts as a failure: an unfinished check proves nothing).
+func (h *History) Check(timeout time.Duration) (kind, why string) {
 	res := porcupine.CheckOperationsTimeout(Model(), h.ops, timeout)
 	switch res {
 	case porcupine.Ok:
-		return nil
+		return "", ""
 	case porcupine.Illegal:
-		return fmt.Errorf("history of %d operations is not linearizable", len(h.ops))
+		return "not-linearizable", fmt.Sprintf("history of %d operations (%d with unknown outcome) is not linearizable", len(h.ops), h.Unknown())
 	}
-	return fmt.Errorf("porcupine did not finish checking %d operations within %v", len(h.ops), timeout)
+	return "porcupine-timeout", fmt.Sprintf("porcupine did not finish checking %d operations (%d with unknown outcome) within %v", len(h.ops), h.Unknown(), timeout)
 }

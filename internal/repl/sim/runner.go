@@ -9,7 +9,11 @@ import (
 // Report is the outcome of many runs.
 type Report struct {
 	Stats
-	Elapsed  time.Duration
+	Workers int
+	Elapsed time.Duration
+	// Running is the time spent in runs, summed over the workers
+	// (shrinking and tracing failures excluded).
+	Running  time.Duration
 	Failures []SeedFailure
 }
 
@@ -21,27 +25,33 @@ type SeedFailure struct {
 	Trace   string
 }
 
-// StepsPerSecond is the simulation speed (wall clock).
+// StepsPerSecond is the speed of one worker: steps per second of time
+// spent running seeds.
 func (r *Report) StepsPerSecond() float64 {
-	if r.Elapsed <= 0 {
+	if r.Running <= 0 {
 		return 0
 	}
-	return float64(r.Steps) / r.Elapsed.Seconds()
+	return float64(r.Steps) / r.Running.Seconds()
 }
 
 func (r *Report) String() string {
-	return fmt.Sprintf("%d runs, %d steps in %v (%.0f steps/s), %d client operations (%d checked by porcupine, %d with unknown outcome), %d faults, %d split brains, %d conflict records, %d unsynced entries lost in crashes, %d failures",
-		r.Runs, r.Steps, r.Elapsed.Round(time.Millisecond), r.StepsPerSecond(), r.Ops, r.Checked, r.Unknown, r.Faults, r.SplitBrains, r.Conflicts, r.Lost, len(r.Failures))
+	all := 0.0
+	if r.Elapsed > 0 {
+		all = float64(r.Steps) / r.Elapsed.Seconds()
+	}
+	return fmt.Sprintf("%d runs on %d workers in %v: %d steps (%.0f steps/s per worker, %.0f steps/s in all), %d client operations (%d checked by porcupine, %d with unknown outcome), %d faults, %d split brains, %d conflict records, %d unsynced entries lost in crashes, %d failures",
+		r.Runs, r.Workers, r.Elapsed.Round(time.Millisecond), r.Steps, r.StepsPerSecond(), all, r.Ops, r.Checked, r.Unknown, r.Faults, r.SplitBrains, r.Conflicts, r.Lost, len(r.Failures))
 }
 
 // Explore runs seeds from next() on workers goroutines until next reports
 // none is left; failing seeds are shrunk (within shrinkBudget runs each)
 // and traced. Every worker is joined before it returns.
 func Explore(cfg Config, workers int, next func() (uint64, bool), shrinkBudget int) Report {
+	workers = max(workers, 1)
 	start := time.Now()
 	var (
 		mu  sync.Mutex // guards rep and next
-		rep Report
+		rep = Report{Workers: workers}
 		wg  sync.WaitGroup
 	)
 	take := func() (uint64, bool) {
@@ -49,7 +59,7 @@ func Explore(cfg Config, workers int, next func() (uint64, bool), shrinkBudget i
 		defer mu.Unlock()
 		return next()
 	}
-	for range max(workers, 1) {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -59,13 +69,16 @@ func Explore(cfg Config, workers int, next func() (uint64, bool), shrinkBudget i
 					return
 				}
 				s := Generate(seed, cfg)
+				t0 := time.Now()
 				r := Run(s, cfg)
+				ran := time.Since(t0)
 				var sf *SeedFailure
 				if r.Failure != nil {
 					sf = failure(s, cfg, r.Failure, shrinkBudget)
 				}
 				mu.Lock()
 				rep.add(r.Stats)
+				rep.Running += ran
 				if sf != nil {
 					rep.Failures = append(rep.Failures, *sf)
 				}
