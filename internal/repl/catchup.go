@@ -108,8 +108,11 @@ func (n *Node) followEntries(es []Entry, fromCatchup bool) {
 	}
 	if !n.verified || es[0].Index != n.last+1 {
 		// Not yet known to be a prefix of the leader's log, or a gap:
-		// the live stream ran ahead. Fetch from the log.
-		if n.peer.Catchup.Req == 0 && n.peer.Snap.Req == 0 {
+		// the live stream ran ahead. Fetch from the log; not while
+		// merging after a split brain (the leader would only say again
+		// that the logs diverged: the snapshot after the merge comes
+		// next).
+		if n.peer.Catchup.Req == 0 && n.peer.Snap.Req == 0 && n.mergeRev == 0 {
 			n.askCatchup()
 		}
 		return
@@ -182,6 +185,10 @@ func (n *Node) stepSnapChunk(m *Message) {
 		return
 	}
 	pr := n.peer
+	if pr.ID != 0 && m.From != 0 && m.From != pr.ID {
+		n.rd.Counters.StaleAnswers++ // not from the party asked
+		return
+	}
 	first := false
 	if pr.snapID == 0 {
 		if !pr.Snap.answers(m.Term) || m.Index != 0 {
@@ -204,4 +211,30 @@ func (n *Node) stepSnapChunk(m *Message) {
 	if last {
 		pr.snapID = 0 // installing: Installed reports the outcome
 	}
+}
+
+// CatchupVerdict is the leader's rule for answering a catch-up request c
+// from its log, which holds [first, last] (first 0: empty); prev is the
+// epoch stored with the leader's entry at c.From-1 when it holds it
+// (havePrev). It returns 0 (send the entries from c.From on),
+// FlagLogGone (the log no longer reaches back: the asker needs a
+// snapshot) or FlagDiverged (the asker holds entries the leader's log
+// lacks, or another epoch at c.From-1: its log is no prefix of the
+// leader's; send the leader's epoch history).
+func CatchupVerdict(c CatchupReq, first, last uint64, prev Epoch, havePrev bool) uint32 {
+	if c.From <= 1 {
+		if first > 1 {
+			return FlagLogGone
+		}
+		return 0
+	}
+	switch {
+	case c.From-1 > last:
+		return FlagDiverged // the asker has entries this log lacks
+	case first == 0 || c.From-1 < first || !havePrev:
+		return FlagLogGone
+	case prev != c.Prev:
+		return FlagDiverged
+	}
+	return 0
 }

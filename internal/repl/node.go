@@ -92,7 +92,8 @@ type Node struct {
 
 	reads []readWait
 
-	rd Ready // what the next Ready will carry
+	rd           Ready  // what the next Ready will carry
+	handedCommit uint64 // the commit index of the last Ready handed out
 }
 
 // Config configures a Node.
@@ -303,14 +304,21 @@ type Counters struct {
 // Status is what request goroutines need from the core, published by the
 // driver after each Ready.
 type Status struct {
-	Role   Role
-	Epoch  Epoch
-	Leader uint64 // the primary this node knows (0: none)
+	Role Role
+	// Epoch is the epoch this node leads or follows; Current the epoch of
+	// its newest entry, or the one it leads.
+	Epoch   Epoch
+	Current Epoch
+	Leader  uint64 // the primary this node knows (0: none)
 	// LeaseUntil is the time until which this node holds its peer's lease
 	// (a replica's read lease, a primary's role lease).
 	LeaseUntil int64
 	// Resyncing: a snapshot is requested or being installed.
-	Resyncing    bool
+	Resyncing bool
+	// HandingOver: a hand-over from this node is under way; no proposal
+	// is taken meanwhile. HandoffUntil: until then, writes that find this
+	// node not leading wait for the primary it handed over to.
+	HandingOver  bool
 	HandoffUntil int64
 	Stuck        string
 	Last         uint64

@@ -262,7 +262,7 @@ func (n *Node) Leave() {
 func (n *Node) HasReady() bool {
 	rd := &n.rd
 	return !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.Messages) > 0 ||
-		n.commitReady() || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
+		n.commit != n.handedCommit || n.commitReady() || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
 		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.SplitBrain != nil ||
 		rd.Merge != 0 || rd.HandoverResult != nil || rd.Stuck != nil || rd.Counters != Counters{}
 }
@@ -271,25 +271,29 @@ func (n *Node) commitReady() bool {
 	return n.nextApply <= n.commit && len(n.unapplied) > 0 && n.unapplied[len(n.unapplied)-1].Index >= n.nextApply
 }
 
-// Ready returns what the driver must carry out now (see Ready). Call
-// Advance once it is carried out, before the next Ready.
+// Ready returns what the driver must carry out now (see Ready) and hands
+// it over: inputs given while the driver carries it out (Installed,
+// ConflictsKept, ...) go into the next one. Call Advance once it is
+// carried out, before the next Ready.
 func (n *Node) Ready() Ready {
 	rd := n.rd
+	n.rd = Ready{}
 	rd.Commit = n.commit
 	for _, e := range n.unapplied {
 		if e.Index >= n.nextApply && e.Index <= n.commit {
 			rd.CommittedEntries = append(rd.CommittedEntries, e)
 		}
 	}
+	n.handedCommit = n.commit
 	return rd
 }
 
-// Advance tells the core the last Ready was carried out.
+// Advance tells the core the last Ready was carried out: its committed
+// entries are being applied.
 func (n *Node) Advance() {
-	if c := n.commit; c >= n.nextApply {
+	if c := n.handedCommit; c >= n.nextApply {
 		n.nextApply = c + 1
 	}
-	n.rd = Ready{}
 }
 
 // Status returns what request goroutines need (see Status).
@@ -297,8 +301,9 @@ func (n *Node) Status() Status {
 	st := Status{
 		Role: n.role, Epoch: n.epoch, LeaseUntil: n.det.LeaseUntil(),
 		Resyncing: n.peer.Snap.Req != 0, HandoffUntil: n.handoffUntil, Stuck: n.stuck,
-		Last: n.last, Applied: n.applied, Commit: n.commitIdx(),
-		Peer: n.peer.Last, PeerFresh: n.peerFresh(), PeerID: n.peer.ID,
+		Last: n.last, Applied: n.applied, Commit: n.commitIdx(), Current: n.epoch,
+		HandingOver: n.HandingOver(),
+		Peer:        n.peer.Last, PeerFresh: n.peerFresh(), PeerID: n.peer.ID,
 		HeardAgo: n.det.HeardAgo(n.now),
 	}
 	switch n.role {
@@ -309,6 +314,12 @@ func (n *Node) Status() Status {
 		st.Epoch = n.following
 	}
 	return st
+}
+
+// HandingOver reports whether a hand-over from this node is under way
+// (Status.HandingOver): no proposal is taken meanwhile.
+func (n *Node) HandingOver() bool {
+	return n.handover != nil && !(n.handover.sent && n.handover.final)
 }
 
 // Role is the node's role.

@@ -88,6 +88,15 @@ func (n *Node) stepReplica() {
 		n.setRole(RoleWaiting, "the primary stopped hearing this node and leads alone: waiting for it (or dyad force-primary)")
 		return
 	}
+	if n.leaseWithheld() {
+		// The primary had stopped renewing this node's read lease (its
+		// acks were overdue) before it fell silent here: it may have gone
+		// solo since, without waiting to hear that this node no longer
+		// hears it, and acknowledged writes this node lacks. Its silence
+		// alone proves nothing.
+		n.setRole(RoleWaiting, "the primary withheld this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
+		return
+	}
 	// Only a synchronous replica may take over: one that was catching up
 	// from a solo primary lacks acknowledged writes.
 	syncHB := p.Role == RolePrimary && n.persisted+1 >= p.EpochStart
@@ -125,12 +134,21 @@ func (n *Node) stepPrimary() {
 func (n *Node) stepSolo() {
 	p := &n.peer.Last
 	fresh := n.peerFresh()
-	if fresh && p.Role.Leads() {
+	// A synchronous primary of an older epoch acknowledged nothing alone
+	// and steps down when it hears this node (stepPrimary): it is no
+	// split. Yielding to it made both nodes step down at once and follow
+	// each other's epochs, two replicas with no primary
+	// (testdata/oneway.txt).
+	if fresh && p.Role.Leads() && !(p.Role == RolePrimary && p.Epoch.Term < n.epoch.Term) {
 		n.splitLeaders()
 		return
 	}
 	n.bothLeadSince = 0
-	following := fresh && p.Role == RoleReplica && !p.CatchingUp && p.Epoch.Node == n.cfg.ID
+	// Following this node, and hearing it: a replica that reports not
+	// hearing this node for half a lease gets no entries (a one-way link
+	// failure) and is about to wait or take over; a synchronous epoch with
+	// it would only stall writes until its acks were overdue.
+	following := fresh && p.Role == RoleReplica && !p.CatchingUp && p.Epoch.Node == n.cfg.ID && n.peerHearsNow()
 	if n.caughtUp(following) {
 		n.newEpochAt(false, n.last+1)
 		n.peer.Match = p.Applied
@@ -139,12 +157,40 @@ func (n *Node) stepSolo() {
 	}
 }
 
+// leaseWithheld reports whether the newest heartbeat of this replica's
+// primary withheld the replica's read lease: it said "primary" but echoed
+// no send time of this node's run. A synchronous primary withholds it only
+// when it no longer counts this replica as synchronous (acks overdue, or
+// entries before its epoch's start not yet acknowledged), and from then on
+// it goes solo as soon as the last lease it granted has run out (plus
+// drift), whether or not it hears this node. Its silence is then no proof
+// of its death: a cut of the primary -> replica direction looks the same
+// from here, and promoting would make two nodes acknowledge writes alone
+// (issue 15, "two leaders after two faults").
+//
+// While the primary grants, it goes solo only after a lease of this node's
+// silence or a lease past its last grant, and this node's heartbeats
+// report not hearing it within half a lease of the cut, so the primary
+// holds off first: promoting is safe.
+func (n *Node) leaseWithheld() bool {
+	p := &n.peer.Last
+	if p.Role != RolePrimary {
+		return false // a solo leader: the rules on who may promote decide
+	}
+	if p.Run == 0 {
+		return p.Echo == 0 // a sender without runs echoes without naming one
+	}
+	return !n.det.PeerKnowsRun(p)
+}
+
 // fetchIfStalled asks for catch-up when this replica has stood still for a
 // quarter lease while its leader reports more entries: a gap is otherwise
 // found only when the next live entry arrives.
 func (n *Node) fetchIfStalled(fresh bool) {
 	pr := n.peer
-	if !fresh || !pr.Last.Role.Leads() || pr.Last.Applied <= n.persisted || pr.Catchup.Req != 0 || pr.Snap.Req != 0 {
+	// Not while merging after a split brain: the leader would only say
+	// again that the logs diverged.
+	if !fresh || !pr.Last.Role.Leads() || pr.Last.Applied <= n.persisted || pr.Catchup.Req != 0 || pr.Snap.Req != 0 || n.mergeRev != 0 {
 		pr.behind = 0
 		return
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -177,14 +178,11 @@ func (s *Server) applier(ctx context.Context) error {
 		if s.repl != nil {
 			s.repl.resumeRecv()
 		}
-		handing := s.repl != nil && s.repl.handover != nil
-		if handing {
-			s.progressHandover()
-			handing = s.repl.handover != nil
-		}
+		// A primary whose storage failed hands over what both nodes hold
+		// first (handOverAfterFailure); it stops once that is sent, or
+		// could not be.
+		handing := s.repl != nil && s.repl.node.HandingOver()
 		if err := s.fatalErr(); err != nil && !handing {
-			// A primary that cannot persist has handed over what both
-			// nodes hold (or could not); it stops now.
 			s.failQueuedWith(rpctypes.ErrGRPCStopped)
 			return err
 		}
@@ -199,7 +197,7 @@ func (s *Server) applier(ctx context.Context) error {
 		if s.repl != nil && len(s.repl.fwdq) > 0 && s.Role().Leads() && !handing {
 			// Forwarded writes share a group commit like local ones:
 			// gather what else has arrived before committing.
-			s.drainInbox(ctx, maxBatch)
+			s.drainInbox(maxBatch)
 			s.leadBatch(nil)
 			continue
 		}
@@ -210,14 +208,14 @@ func (s *Server) applier(ctx context.Context) error {
 		case p := <-props:
 			s.leadBatch(p)
 		case m := <-inbox:
-			s.onMessage(ctx, m)
+			s.onMessage(m)
 		case <-tick:
-			s.onTick(ctx)
+			s.onTick()
 			s.m.Ticks.Inc()
 		case h := <-handoverc:
 			s.startHandover(h)
 		case err := <-fenced:
-			s.onFenced(ctx, err)
+			s.onFenced(err)
 		case <-recvReady:
 			// Taken by resumeRecv at the top of the next turn.
 		}
@@ -225,11 +223,11 @@ func (s *Server) applier(ctx context.Context) error {
 }
 
 // drainInbox handles up to n messages that are already waiting.
-func (s *Server) drainInbox(ctx context.Context, n int) {
+func (s *Server) drainInbox(n int) {
 	for i := 0; i < n && len(s.repl.fwdq) < maxBatch; i++ {
 		select {
 		case m := <-s.repl.inbox:
-			s.onMessage(ctx, m)
+			s.onMessage(m)
 		default:
 			return
 		}
@@ -254,7 +252,7 @@ func (s *Server) failQueuedWith(err error) {
 // leadBatch applies one group commit as the leader: first (if any), the
 // forwarded writes, and whatever else is queued, up to maxBatch.
 func (s *Server) leadBatch(first *proposal) {
-	if s.repl != nil && !s.Role().Leads() {
+	if s.repl != nil && (!s.repl.node.Role().Leads() || s.repl.node.HandingOver()) {
 		// The role changed while messages were handled (a step-down):
 		// nothing may be logged in the old epoch. Not applied: say so.
 		s.repl.fwdq = nil
@@ -290,8 +288,14 @@ drain:
 	var entries []repl.Entry
 	merged := false
 	idx := s.appliedIdx
-	epoch := s.currentEpoch()
-	solo := s.Role() == repl.RoleSolo
+	epoch, solo := repl.Epoch{}, false
+	if s.repl != nil {
+		// The position the core gives the batch (Propose stamps the
+		// same): the next index, the epoch led, solo or not.
+		var next uint64
+		next, epoch, solo = s.repl.node.Next()
+		idx = next - 1
+	}
 	now := time.Now().UnixNano()
 	_, before, _ := s.store.Revs()
 	err := s.be.Update(func(tx storage.WriteTx) error {
@@ -367,14 +371,25 @@ drain:
 		s.release(p)
 		return
 	}
-	// Published only once durable here, so whatever the replica applies
-	// is on both disks: the replica's applied index is committed.
-	msg := &transport.Message{Class: transport.Log, Kind: repl.KindEntries, Term: epoch.Term, Index: entries[0].Index, Payload: repl.EncodeEntries(entries)}
-	if err := s.repl.tr.Send(msg); err != nil {
-		// Not lost: the replica sees the gap and fetches it from the log.
-		s.log.Warn("entries not sent; the replica will catch up", "first", entries[0].Index, "err", err)
+	// Sequenced in the core only once durable here, so whatever the
+	// replica applies is on both disks: the replica's acknowledged index
+	// is committed.
+	r := s.repl
+	if err := r.node.Propose(entries); err != nil {
+		// Cannot happen: the role was checked above and nothing runs in
+		// between. Should it, the batch is applied here but not in the
+		// log the core knows: stop rather than serve a diverged state.
+		s.fail(fmt.Errorf("the protocol core refused a batch it sequenced: %w", err))
+		for _, q := range batch {
+			if q.done != nil {
+				q.done <- applyResult{err: rpctypes.ErrGRPCStopped}
+			}
+		}
+		return
 	}
-	p.at = s.repl.clock.Now()
-	s.repl.inflight = append(s.repl.inflight, p)
-	s.releaseCommitted()
+	p.at = r.clock.Now()
+	r.inflight = append(r.inflight, p)
+	r.node.Persisted(idx, cur)
+	r.node.Applied(idx)
+	s.handleReady()
 }

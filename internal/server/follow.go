@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -15,84 +14,19 @@ import (
 	"github.com/dyad-db/dyad/internal/transport"
 )
 
-// onMessage handles one received message in the apply loop.
-func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
+// onMessage handles one received message in the apply loop: forwarded
+// writes and keep-alive replies here, every protocol message through the
+// core.
+func (s *Server) onMessage(m *transport.Message) {
 	r := s.repl
 	switch m.Kind {
-	case repl.KindHeartbeat:
-		hb, err := repl.DecodeHeartbeat(m.Payload)
-		if err != nil {
-			return
-		}
-		now := r.clock.Now()
-		if r.det.Ended(hb.Run) {
-			return // sent by a run of the peer that has ended
-		}
-		if r.peerSeen && hb.Run == r.peer.Run && hb.SentAt < r.peer.SentAt && (hb.Run != 0 || r.peer.SentAt-hb.SentAt < int64(r.cfg.Lease)) {
-			// Overtaken by a newer one of the same run (heartbeats travel
-			// best effort). Without runs (an older peer), a much older
-			// SentAt is a restarted peer's new clock.
-			return
-		}
-		r.peerID.Store(m.From)
-		r.det.Heard(&hb, m.Received)
-		r.peer, r.peerSeen = hb, true
-		r.holdOff = ""
-		if r.det.PeerDeaf(&hb, m.Received) {
-			r.holdOff = "the peer does not hear this node"
-		}
-		if hb.MaxTerm > r.maxTerm {
-			r.maxTerm = hb.MaxTerm
-		}
-		r.leaseUntil.Store(r.det.LeaseUntil())
-		s.evaluate(ctx, now)
-	case repl.KindAck:
-		if s.Role() == repl.RoleSolo && m.Index > r.mark.acked && r.mark.epoch == s.currentEpoch() {
-			r.mark.acked = m.Index // progress of a replica catching up (caughtUp)
-		}
-		if s.Role() == repl.RolePrimary && m.Index > r.ackIdx {
-			if failpoint.Hit(failpoint.BeforeRelease) != nil {
-				return // an injected error loses the ack; a later one covers it
-			}
-			r.ackIdx = m.Index
-			s.releaseCommitted()
-		}
-	case repl.KindEntries, repl.KindCatchup:
-		if s.Role() != repl.RoleReplica {
-			return
-		}
-		if m.Kind == repl.KindCatchup {
-			if r.catchupReq == 0 || m.Term < r.catchupFirst || m.Term > r.catchupReq {
-				s.m.StaleAnswers.Inc() // not an answer to the outstanding request
-				return
-			}
-			r.catchupReq = 0
-			if m.Flags != 0 {
-				s.onCatchupRefused(m)
-				return
-			}
-		}
-		es, err := repl.DecodeEntries(m.Payload)
-		if err != nil {
-			s.log.Error("bad entries from peer", "err", err)
-			return
-		}
-		var later []*transport.Message
-		if m.Kind == repl.KindEntries {
-			// Apply every live batch already waiting in one commit, as the
-			// leader does with proposals; other messages follow after.
-			es, later = s.gatherEntries(es)
-		}
-		s.followEntries(es, m.Kind == repl.KindCatchup)
-		for _, m := range later {
-			s.onMessage(ctx, m)
-		}
 	case repl.KindForward:
 		f, err := repl.DecodeForward(m.Payload)
 		if err != nil {
 			return
 		}
 		s.onForward(m.From, f)
+		return
 	case repl.KindReply:
 		rp, err := repl.DecodeReply(m.Payload)
 		if err != nil {
@@ -105,82 +39,94 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 		if c != nil {
 			c <- rp
 		}
-	case repl.KindCatchupReq, repl.KindSnapReq:
-		if !s.Role().Leads() {
+		return
+	case repl.KindAck:
+		if failpoint.Hit(failpoint.BeforeRelease) != nil {
+			return // an injected error loses the ack; a later one covers it
+		}
+	case repl.KindEntries:
+		// Take every live batch already waiting before carrying out the
+		// Ready: the replica applies them in one commit, as the leader
+		// does with proposals. Other messages follow after.
+		if !s.stepMessage(m) {
 			return
 		}
-		job := catchupJob{id: m.Term, snapshot: m.Kind == repl.KindSnapReq}
-		if !job.snapshot {
-			c, err := repl.DecodeCatchupReq(m.Payload)
-			if err != nil {
-				return
-			}
-			job.req = c
+		later := s.gatherEntries()
+		s.handleReady()
+		for _, m := range later {
+			s.onMessage(m)
 		}
-		select {
-		case r.catchupc <- job:
-		default: // the requester asks again
-		}
-	case repl.KindSnapChunk:
-		if s.Role() == repl.RoleReplica {
-			s.onSnapChunk(m)
-		}
-	case repl.KindMergeReq:
-		e := repl.Entry{Data: m.Payload}
-		if rev, err := e.MergeRev(); err == nil {
-			s.onMergeReq(rev)
-		}
-	case repl.KindLeaving:
-		// Only from the peer's current run: a late message of an earlier
-		// run must not end a later synchronous epoch (the later run may
-		// hold a read lease in it). The run, not the term, names it: the
-		// replica learns a new epoch's term from heartbeats, a tick after
-		// the epoch starts, and a message naming the older term is as
-		// good. A sender without runs names the epoch's term.
-		current := len(m.Payload) == 8 && binary.BigEndian.Uint64(m.Payload) == r.det.PeerRun()
-		if len(m.Payload) == 0 {
-			current = m.Term == s.currentEpoch().Term
-		}
-		if !current {
-			return
-		}
-		// The run's heartbeats still in flight are stale: the peer is
-		// gone until a new run is heard.
-		r.det.PeerLeft()
-		r.peerSeen = false
-		if s.Role() == repl.RolePrimary {
-			s.goSolo("the replica is stopping")
-		}
-	case repl.KindHandover:
-		s.onHandover(m)
-	case repl.KindHandoverAck:
-		s.onHandoverAck(m)
+		return
 	}
+	if s.stepMessage(m) {
+		s.handleReady()
+	}
+	r.fromCatchup = false // a catch-up answer the core did not take
 }
 
-// gatherEntries appends to es the live entries of the messages already
-// waiting in the inbox (up to maxBatch entries), and returns the other
-// messages it took, in order.
-func (s *Server) gatherEntries(es []repl.Entry) ([]repl.Entry, []*transport.Message) {
-	var later []*transport.Message
-	for len(es) < maxBatch {
-		select {
-		case m := <-s.repl.inbox:
-			if m.Kind != repl.KindEntries {
-				later = append(later, m)
-				continue
-			}
-			more, err := repl.DecodeEntries(m.Payload)
-			if err != nil || len(more) == 0 || more[0].Index != es[len(es)-1].Index+1 {
-				later = append(later, m) // not contiguous: handled on its own
-				continue
-			}
-			es = append(es, more...)
+// stepMessage decodes m and gives it to the core; false if it does not
+// decode.
+func (s *Server) stepMessage(m *transport.Message) bool {
+	r := s.repl
+	cm := repl.Message{Kind: m.Kind, From: m.From, Term: m.Term, Index: m.Index, Flags: m.Flags, Received: m.Received}
+	var err error
+	switch m.Kind {
+	case repl.KindHeartbeat:
+		cm.Heartbeat, err = repl.DecodeHeartbeat(m.Payload)
+	case repl.KindEntries:
+		cm.Entries, err = repl.DecodeEntries(m.Payload)
+	case repl.KindCatchup:
+		switch {
+		case m.Flags&repl.FlagDiverged != 0:
+			cm.Epochs, err = repl.DecodeEpochs(m.Payload)
+		case m.Flags == 0:
+			cm.Entries, err = repl.DecodeEntries(m.Payload)
+			r.fromCatchup = err == nil && len(cm.Entries) > 0
+		}
+	case repl.KindCatchupReq:
+		cm.Catchup, err = repl.DecodeCatchupReq(m.Payload)
+	case repl.KindSnapChunk:
+		cm.Chunk = m.Payload
+	case repl.KindMergeReq:
+		e := repl.Entry{Data: m.Payload}
+		cm.MergeRev, err = e.MergeRev()
+	case repl.KindHandover, repl.KindHandoverAck:
+		cm.Handover, err = repl.DecodeHandover(m.Payload)
+	case repl.KindLeaving:
+		switch len(m.Payload) {
+		case 0: // a sender without runs
+		case 8:
+			cm.Run = binary.BigEndian.Uint64(m.Payload)
 		default:
-			return es, later
+			err = repl.ErrDecode
 		}
 	}
-	return es, later
+	if err != nil {
+		s.log.Debug("undecodable replication message", "kind", m.Kind, "err", err)
+		return false
+	}
+	r.node.Step(cm)
+	return true
+}
+
+// gatherEntries steps the live entries of the messages already waiting in
+// the inbox (up to maxBatch entries), and returns the other messages it
+// took, in order.
+func (s *Server) gatherEntries() []*transport.Message {
+	var later []*transport.Message
+	for n := 0; n < maxBatch; n++ {
+		select {
+		case m := <-s.repl.inbox:
+			if m.Kind != repl.KindEntries || len(later) > 0 {
+				later = append(later, m) // keep the order behind any other message
+				continue
+			}
+			s.stepMessage(m)
+		default:
+			return later
+		}
+	}
+	return later
 }
 
 // onForward takes a request forwarded by the replica.
@@ -212,69 +158,15 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 	}
 }
 
-// followEntries applies entries received from the primary, in order.
-func (s *Server) followEntries(es []repl.Entry, fromCatchup bool) {
-	r := s.repl
-	if fromCatchup {
-		// The leader checked the epoch of our entry before the first one
-		// asked for. Only an answer to the outstanding request gets here:
-		// an older one may have checked a log this node no longer has.
-		r.verified = true
-	}
-	i := 0
-	for i < len(es) && es[i].Index <= s.appliedIdx {
-		i++ // already applied (catch-up overlapping the live stream)
-	}
-	es = es[i:]
-	if len(es) == 0 {
-		if fromCatchup {
-			return // caught up
-		}
-		return
-	}
-	if !r.verified || es[0].Index != s.appliedIdx+1 {
-		// Not yet known to be a prefix of the leader's log, or a gap:
-		// the live stream ran ahead of us. Fetch from the log.
-		if r.catchupReq == 0 && r.snapReq == 0 {
-			s.askCatchup()
-		}
-		return
-	}
-	if es[0].Epoch.Term < s.currentEpoch().Term {
-		return // an old epoch's samples
-	}
-	if fromCatchup {
-		if err := failpoint.Hit(failpoint.CatchupApply); err != nil {
-			s.fail(err)
-			return
-		}
-	}
-	if err := s.applyFollowed(es); err != nil {
-		s.fail(err)
-		return
-	}
-	// An injected error before the ack drops it, as a lost message would.
-	if failpoint.Hit(failpoint.BeforeAck) == nil {
-		r.tr.Send(&transport.Message{Class: transport.Ack, Kind: repl.KindAck, Index: s.appliedIdx})
-		_ = failpoint.Hit(failpoint.AfterAck) // an error here has nothing left to undo
-	}
-	if fromCatchup {
-		s.askCatchup() // the next chunk, or an empty answer when caught up
-	}
-}
-
-// applyFollowed applies and persists entries as the replica.
-func (s *Server) applyFollowed(es []repl.Entry) error {
+// applyFollowed applies and persists entries as the replica, with the hard
+// state hs (the epoch records they start), in one transaction.
+func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 	r := s.repl
 	results := make([]applyResult, len(es))
 	var events []mvccEvent
 	var jobs []compactJob
-	epoch := s.currentEpoch()
 	merged := false
-	var newEpochs []repl.EpochRecord
 	_, before, _ := s.store.Revs()
-	shared := s.sharedIdx() // before this batch: applied from the leader
-	var trimmed []repl.EpochRecord
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for i := range es {
 			e := &es[i]
@@ -283,14 +175,6 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 				if err := req.Unmarshal(e.Data); err != nil {
 					return fmt.Errorf("entry %d: %w", e.Index, err)
 				}
-			}
-			if e.Epoch != epoch {
-				rec := repl.EpochRecord{Epoch: e.Epoch, Start: e.Index}
-				if err := replstore.PutEpoch(tx, rec); err != nil {
-					return err
-				}
-				newEpochs = append(newEpochs, rec)
-				epoch = e.Epoch
 			}
 			var res applyResult
 			var evs []mvccEvent
@@ -321,31 +205,20 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 				return err
 			}
 		}
-		if len(newEpochs) > 0 {
-			var err error
-			if trimmed, err = replstore.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], newEpochs...), shared); err != nil {
-				return err
-			}
-		}
-		last := es[len(es)-1].Index
-		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(last)); err != nil {
+		if err := putHardState(tx, hs); err != nil {
 			return err
 		}
-		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(epoch.Term))
+		last := es[len(es)-1].Index
+		return tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(last))
 	})
 	if err != nil {
 		return err
 	}
-	if len(newEpochs) > 0 {
-		r.epochs = trimmed
-	}
-	r.lastEpoch, r.lastSolo = es[len(es)-1].Epoch, es[len(es)-1].Solo
 	s.mu.Lock()
 	s.appliedIdx = es[len(es)-1].Index
-	s.epoch = epoch
-	s.term.Store(epoch.Term)
-	if epoch.Term > r.maxTerm {
-		r.maxTerm = epoch.Term
+	s.epoch = es[len(es)-1].Epoch
+	if hs.Term != 0 {
+		s.term.Store(hs.Term)
 	}
 	s.mu.Unlock()
 	_, cur, _ := s.store.Revs()
@@ -377,16 +250,11 @@ func (s *Server) applyFollowed(es []repl.Entry) error {
 	return nil
 }
 
-// releaseCommitted answers every leader batch the commit rule allows.
-func (s *Server) releaseCommitted() {
+// releaseCommitted answers every leader batch up to the commit index.
+func (s *Server) releaseCommitted(commit uint64) {
 	r := s.repl
-	var commit uint64
-	switch s.Role() {
-	case repl.RolePrimary:
-		commit = r.ackIdx
-	case repl.RoleSolo:
-		commit = s.appliedIdx
-	default:
+	role := s.Role()
+	if !role.Leads() {
 		return // not leading: nothing of ours is acknowledged any more
 	}
 	n := 0
@@ -394,7 +262,7 @@ func (s *Server) releaseCommitted() {
 		if p.last > commit {
 			break
 		}
-		if s.Role() == repl.RolePrimary {
+		if role == repl.RolePrimary {
 			s.observeAckRoundTrip(time.Duration(r.clock.Now() - p.at))
 		}
 		s.release(p)

@@ -464,10 +464,27 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *logBuffer) contains(s string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Contains(string(b.buf), s)
+// roleChange waits until the node has logged a change of role from -> to
+// and returns that line. The node publishes a new role before it logs the
+// change, so a test that saw the role must still wait for the line.
+func (b *logBuffer) roleChange(t *testing.T, from, to repl.Role) string {
+	t.Helper()
+	want := fmt.Sprintf(`msg="role change" from=%s to=%s `, from, to)
+	deadline := time.Now().Add(20 * testLease)
+	for {
+		b.mu.Lock()
+		text := string(b.buf)
+		b.mu.Unlock()
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, want) {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no role change from %s to %s logged", from, to)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // A replica stopped on purpose tells its primary, which leads alone at
@@ -497,9 +514,8 @@ func TestPairReplicaLeaving(t *testing.T) {
 
 	waitLease(t, b) // synchronous again if a loaded machine made it solo
 	b.stop()
-	waitRole(t, a, repl.RoleSolo)
-	if !logs.contains(`why="the replica is stopping"`) {
-		t.Fatal("the primary went solo without the replica's leaving message (it waited out the lease)")
+	if line := logs.roleChange(t, repl.RolePrimary, repl.RoleSolo); !strings.Contains(line, `why="the replica is stopping"`) {
+		t.Fatalf("the primary went solo without the replica's leaving message (it waited out the lease): %s", line)
 	}
 	put(t, a.cli, "k", "alone")
 }

@@ -22,11 +22,13 @@ type hbLog struct {
 // heartbeatLog listens on net as a passive third endpoint (it never sends,
 // so the pair's decisions cannot depend on it) and records what node id
 // sends. Its handler never blocks: a blocked endpoint would stall the
-// sender's Send.
+// sender's Send. The endpoint's ID is derived from id, so logs of both
+// nodes can run at once (a second log of the same node replaces the
+// first).
 func heartbeatLog(t *testing.T, net *transport.MemNet, id uint64) *hbLog {
 	t.Helper()
 	l := &hbLog{}
-	ep := net.Endpoint(0xd1ad, 0xbeef)
+	ep := net.Endpoint(0xd1ad, 0xbeef00+id)
 	err := ep.Start(func(m *transport.Message) {
 		if m.From != id || m.Kind != repl.KindHeartbeat {
 			return

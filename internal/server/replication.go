@@ -44,15 +44,17 @@ type ReplConfig struct {
 	ManualSplitBrain bool
 }
 
-// replState is the replication state. Fields are owned by the apply loop
-// unless noted.
+// replState is the driver's half of replication: the protocol core
+// (node, which decides everything) and what carries out its decisions.
+// Fields are owned by the apply loop unless noted.
 type replState struct {
-	cfg ReplConfig
-	tr  transport.Transport
-	// clock is the node's monotonic clock, the time every rule of the
-	// detector and the role rules is given.
+	cfg   ReplConfig
+	tr    transport.Transport
 	clock monoClock
-	det   *repl.Detector
+	// node is the protocol core (internal/repl): roles, epochs, leases,
+	// catch-up, split brain, hand-over. Only the apply loop touches it.
+	node *repl.Node
+	run  uint64 // this run's identity
 
 	// inbox carries received messages to the apply loop; catchupc carries
 	// catch-up requests to the catch-up server.
@@ -60,136 +62,55 @@ type replState struct {
 	catchupc chan catchupJob
 	recv     recvState // how the transport fills inbox (inbox.go)
 
-	epochs  []repl.EpochRecord
-	maxTerm uint64
-	// ledLast: the newest epoch this node knows of is its own (read from
-	// the epoch history at start; set on leading, cleared on following).
-	ledLast bool
-	// holdOff says why this node must not take the lead alone (promote, go
-	// solo, or lead after a start without hearing its peer): the peer's
-	// last heartbeat said it does not hear this node, so the peer takes
-	// over or leads alone itself (a one-way link failure). Empty: it may.
-	// Set from every heartbeat (docs/ARCHITECTURE.md, "One-way link
-	// failures").
-	holdOff  string
-	started  int64
-	peer     repl.Heartbeat
-	peerSeen bool
-	// following is the epoch of the primary this replica follows.
-	following repl.Epoch
-	// verified: a catch-up answer has confirmed that this replica's log is
-	// a prefix of the leader's; until then live entries are not applied
-	// (after a divergence index continuity alone proves nothing).
-	verified bool
-	// lastEpoch and lastSolo describe the newest entry this replica applied.
-	lastEpoch repl.Epoch
-	lastSolo  bool
-	ackIdx    uint64
-	mark      syncMark
-	// behind: since when (detector time, 0: not) this replica has stood
-	// still at index behindAt while its leader reported more applied.
-	behind   int64
-	behindAt uint64
 	inflight []*pending
-	fwdq     []*proposal // forwarded writes waiting for the next batch
+	fwdq     []*proposal // forwarded writes (and merges) waiting for the next batch
 	dedup    *dedup
+	// fromCatchup: the entries of the next Ready came in a catch-up answer.
+	fromCatchup bool
 
-	// Catch-up and snapshot requests (docs/ARCHITECTURE.md, "Catch-up").
-	// Each request carries an ID and each answer names the request it
-	// answers; only an answer to the outstanding request is acted upon. A
-	// late one may describe a log position or a state this node has left
-	// since (acting on it installed old snapshots over newer state). At
-	// most one of catchupReq and snapReq is outstanding. Repeating a
-	// request for the same position keeps its series: an answer to any
-	// request of the series (IDs first..last) is as good, so a leader
-	// slower than the re-ask interval still gets through.
-	reqSeq                   uint64          // the last request ID used
-	catchupFirst, catchupReq uint64          // the outstanding catch-up series (catchupReq 0: none)
-	catchupPos               repl.CatchupReq // what the series asks for
-	snapFirst, snapReq       uint64          // the outstanding snapshot series (snapReq 0: none)
-	// snapMin is the lowest applied index a snapshot for snapReq may
-	// bring: this node's applied index, or the end of the prefix it shares
-	// with the leader when its suffix diverged. Anything older is stale.
-	snapMin uint64
-	// catchupAsked: detector time of the last request, or of the last
-	// chunk of the snapshot being received.
-	catchupAsked int64
-	// stuck: why this node waits for an operator (empty: it does not).
-	// Set only through setStuck, which also publishes it to Status.
-	stuck string
-	snap  *incomingSnap
+	// snap is the snapshot being received (nil: none); conflictSet the
+	// conflict record of the split brain this node lost and has not yet
+	// merged.
+	snap        *incomingSnap
+	conflictSet string
 
-	// Split brain (splitbrain.go). bothLeadSince: detector time since
-	// which both nodes lead and this one does not yield (0: not so).
-	// conflictSet: the conflict record of the split brain this node lost
-	// and has not yet merged. mergeRev: the loser waits for the leader's
-	// revision to pass it before it resyncs (0: not merging); mergeAsked:
-	// when it last asked. mergedAbove: on the leader, the revision its
-	// last merge jumped to.
-	bothLeadSince int64
-	conflictSet   string
-	mergeRev      int64
-	mergeAsked    int64
-	mergedAbove   int64
-
-	// handover is the hand-over of the primary role under way from this
-	// node (nil: none); tookOver is the epoch this node last took over.
+	// handover is the MoveLeader caller waiting for the hand-over under
+	// way from this node (nil: none, or one after a storage failure).
 	handover  *handover
 	handoverc chan *handover
-	tookOver  repl.Epoch
-	// adoptForwards: the next role change from replica proposes the
-	// writes this node forwarded instead of failing them (takeOver).
-	adoptForwards bool
 
 	// The fence command runs in fencer, off the apply loop: fenceReq
-	// starts it, fenceRes brings its result back (both hold one). fencing:
-	// it runs; fenced: it just succeeded (set only while onFenced
-	// evaluates the role rules).
+	// starts it, fenceRes brings its result back (both hold one).
 	fenceReq chan struct{}
 	fenceRes chan error
-	fencing  bool
-	fenced   bool
 
-	// Shared with request goroutines (atomics).
+	// Shared with request goroutines (atomics), published from the core's
+	// Status after every Ready (publish).
 	role       atomic.Uint32 // repl.Role
 	stuckWhy   atomic.Pointer[string]
 	leader     atomic.Uint64 // member ID of the primary this node knows (0: none)
-	leaseUntil atomic.Int64  // detector time until which this node holds its peer's lease
+	leaseUntil atomic.Int64  // clock time until which this node holds its peer's lease
 	nextReq    atomic.Uint64
 	peerID     atomic.Uint64 // the peer's member ID, from its messages (0: not heard)
-	// handoffUntil: until this detector time, writes that find this node
+	// handoffUntil: until this clock time, writes that find this node
 	// not leading wait for the primary it handed over to (0: none).
 	handoffUntil atomic.Int64
-	// resyncing: a snapshot is requested or being installed (snapReq !=
-	// 0). The state is about to be replaced, so the replica holds no read
-	// lease meanwhile (HasLeader).
+	// resyncing: a snapshot is requested or being installed. The state is
+	// about to be replaced, so the replica holds no read lease meanwhile
+	// (HasLeader).
 	resyncing atomic.Bool
 	// Guarded by Server.mu.
 	fwdWait map[uint64]*proposal
 	kaWait  map[uint64]chan repl.Reply
 }
 
-// syncMark is what a solo leader notes to judge whether its replica has
-// caught up (see caughtUp). It belongs to one solo epoch.
-type syncMark struct {
-	epoch   repl.Epoch // the solo epoch it belongs to (another: start afresh)
-	samples []idxAt    // the leader's applied index at recent judgements, oldest first
-	acked   uint64     // the replica's newest ack in this epoch
-	since   int64      // detector time since which every judgement found it caught up (0: the last did not)
-}
-
-// idxAt is an index at a detector time.
-type idxAt struct {
-	at  int64
-	idx uint64
-}
-
-// pending is a locally committed leader batch waiting for the replica.
+// pending is a locally committed leader batch waiting for the commit
+// index to reach it.
 type pending struct {
 	last    uint64
 	from    int64 // the batch's first revision (rev+1 if it made none)
 	rev     int64
-	at      int64 // detector time of the local commit
+	at      int64 // clock time of the local commit
 	events  []mvccEvent
 	batch   []*proposal
 	results []applyResult
@@ -204,12 +125,11 @@ func newReplState(cfg ReplConfig) *replState {
 	if cfg.AckTimeout <= 0 {
 		cfg.AckTimeout = 2 * cfg.Lease
 	}
-	clock := newMonoClock()
 	r := &replState{
 		cfg:      cfg,
 		tr:       cfg.Transport,
-		clock:    clock,
-		det:      newDetector(cfg.Lease, clock.Now()),
+		clock:    newMonoClock(),
+		run:      newRun(),
 		inbox:    make(chan *transport.Message, 4096),
 		catchupc: make(chan catchupJob, 16),
 		dedup:    newDedup(1 << 16),
@@ -218,10 +138,6 @@ func newReplState(cfg ReplConfig) *replState {
 	}
 	r.handoverc = make(chan *handover, 1)
 	r.fenceReq, r.fenceRes = make(chan struct{}, 1), make(chan error, 1)
-	r.started = r.clock.Now()
-	// A random start keeps a restarted node from reusing the IDs of its
-	// previous run, whose answers may still arrive.
-	r.reqSeq = rand.Uint64() >> 1
 	// Request IDs must differ from every earlier run's: the primary's
 	// dedup ring still holds them (it would drop this run's writes as
 	// duplicates), and an entry of an earlier run met in a catch-up
@@ -233,19 +149,27 @@ func newReplState(cfg ReplConfig) *replState {
 	return r
 }
 
-// newDetector times leases with lease. After a freeze of this node long
-// enough that its peer's DDS may have dropped it (half the DDS participant
-// lease, leaving margin for how late the freeze is noticed), it waits out a
-// participant lease plus a peer lease before it declares the peer dead, so
-// that a thawed node first finds its peer again. A shorter stall, common on
-// a loaded machine, only restarts the count of the peer's silence: a grace
-// there turned some 1.2 s failovers into 3.2 s ones in the bench's kill
-// series.
-func newDetector(lease time.Duration, now int64) *repl.Detector {
-	d := repl.NewDetector(lease, lease/10+10*time.Millisecond, newRun(), now)
-	d.FreezeGrace = ddsParticipantLease + lease
-	d.FreezeGraceFrom = ddsParticipantLease / 2
-	return d
+// coreConfig is the core's configuration for this node. After a freeze of
+// this node long enough that its peer's DDS may have dropped it (half the
+// DDS participant lease, leaving margin for how late the freeze is
+// noticed), it waits out a participant lease plus a peer lease before it
+// declares the peer dead, so that a thawed node first finds its peer
+// again. A shorter stall, common on a loaded machine, only restarts the
+// count of the peer's silence: a grace there turned some 1.2 s failovers
+// into 3.2 s ones in the bench's kill series.
+func (r *replState) coreConfig(id uint64) repl.Config {
+	return repl.Config{
+		ID: id, Lease: r.cfg.Lease, AckTimeout: r.cfg.AckTimeout,
+		Drift:       r.cfg.Lease/10 + 10*time.Millisecond,
+		FreezeGrace: ddsParticipantLease + r.cfg.Lease, FreezeGraceFrom: ddsParticipantLease / 2,
+		Bootstrap: r.cfg.Bootstrap, Preferred: r.cfg.Preferred, Fence: r.cfg.Fence != nil,
+		ManualSplitBrain: r.cfg.ManualSplitBrain,
+		SnapPatience:     snapPatience(r.cfg.Lease),
+		Run:              r.run,
+		// A random start keeps a restarted node from reusing the request
+		// IDs of its previous run, whose answers may still arrive.
+		ReqSeed: rand.Uint64() >> 1,
+	}
 }
 
 // newRun returns a random run identity (never 0). Two runs of one node
@@ -319,173 +243,45 @@ func (s *Server) hasLeaderLocked() bool {
 	return s.HasLeader()
 }
 
-// loadEpochs reads the epoch history at start.
-func (s *Server) loadEpochs() error {
-	r := s.repl
-	return s.be.View(func(tx storage.ReadTx) error {
+// restartState reads what the core restarts from: the epoch history, the
+// highest term, and the position, epoch and revision of the newest entry.
+func (s *Server) restartState() (repl.RestartState, error) {
+	st := repl.RestartState{MaxTerm: s.term.Load(), Last: s.appliedIdx, Applied: s.appliedIdx, Now: s.repl.clock.Now()}
+	_, st.Rev, _ = s.store.Revs()
+	err := s.be.View(func(tx storage.ReadTx) error {
 		h, err := replstore.Epochs(tx)
 		if err != nil {
 			return err
 		}
-		r.epochs = h
-		last := repl.Last(h)
-		r.ledLast = last.Epoch.Node == s.memberID && !last.Epoch.IsZero()
-		r.maxTerm = s.term.Load()
-		if last.Epoch.Term > r.maxTerm {
-			r.maxTerm = last.Epoch.Term
+		st.Epochs = h
+		if s.appliedIdx == 0 {
+			return nil
 		}
-		return nil
+		// The epoch stored with the entry itself (the history may place
+		// it in a later solo epoch that adopted it).
+		e, ok, err := replstore.Get(tx, s.appliedIdx)
+		if ok && err == nil {
+			st.LastEpoch, st.LastSolo = e.Epoch, e.Solo
+		}
+		return err
 	})
+	return st, err
 }
 
-// sharedIdx is an index up to which both nodes' logs are known to hold the
-// same entries (repl.TrimEpochs): what a replica acknowledged to this node
-// as primary, or, as a replica that its leader confirmed, what it applied.
-func (s *Server) sharedIdx() uint64 {
-	r := s.repl
-	shared := r.ackIdx
-	if s.Role() == repl.RoleReplica && r.verified && s.appliedIdx > shared {
-		shared = s.appliedIdx
-	}
-	return shared
-}
-
-// newEpoch starts and persists an epoch led by this node, from the next
-// index on.
-func (s *Server) newEpoch(solo bool) error { return s.newEpochAt(solo, s.appliedIdx+1) }
-
-// newEpochAt starts an epoch whose first index is start. Going solo starts
-// the epoch at the first unacknowledged entry: those entries are about to
-// be acknowledged alone, so a rejoin must treat them as a solo suffix.
-func (s *Server) newEpochAt(solo bool, start uint64) error {
-	r := s.repl
-	term := r.maxTerm + 1
-	if r.peer.MaxTerm >= term {
-		term = r.peer.MaxTerm + 1
-	}
-	rec := repl.EpochRecord{Epoch: repl.Epoch{Term: term, Node: s.memberID}, Start: start, Solo: solo}
-	var epochs []repl.EpochRecord
-	err := s.be.Update(func(tx storage.WriteTx) error {
-		if err := replstore.PutEpoch(tx, rec); err != nil {
-			return err
-		}
-		// Every role change adds a record: keep the history bounded.
-		var err error
-		if epochs, err = replstore.TrimEpochs(tx, append(r.epochs[:len(r.epochs):len(r.epochs)], rec), s.sharedIdx()); err != nil {
-			return err
-		}
-		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(term))
-	})
+// startCore makes the protocol core from the data file, at start and
+// after a snapshot install.
+func (s *Server) startCore() error {
+	st, err := s.restartState()
 	if err != nil {
 		return err
 	}
-	r.epochs = epochs
-	r.maxTerm = term
-	r.ledLast = true
-	s.mu.Lock()
-	s.term.Store(term)
-	s.epoch = rec.Epoch
-	s.mu.Unlock()
+	s.repl.node = repl.NewNode(s.repl.coreConfig(s.memberID), st)
+	s.epoch = repl.Last(st.Epochs).Epoch
 	return nil
-}
-
-func (s *Server) setRole(role repl.Role, why string) {
-	r := s.repl
-	old := repl.Role(r.role.Swap(uint32(role)))
-	if old == role {
-		return
-	}
-	s.log.Warn("role change", "from", old.String(), "to", role.String(), "why", why, "epoch", s.currentEpoch().String(), "applied-index", s.appliedIdx,
-		"peer-heard-ago", r.det.HeardAgo(r.clock.Now()).Round(time.Millisecond).String(), "peer-role", r.peer.Role.String())
-	s.m.Role.Set(float64(role))
-	if old == repl.RoleReplica {
-		// Forwarded requests may or may not be applied by a later
-		// primary: their callers get "request timed out", never a guess.
-		// Taking over from a primary that handed over, none of them was
-		// logged: this node proposes them (takeOver).
-		s.mu.Lock()
-		for id, p := range r.fwdWait {
-			if r.adoptForwards {
-				r.fwdq = append(r.fwdq, p)
-			} else {
-				p.done <- applyResult{err: rpctypes.ErrGRPCTimeout}
-			}
-			delete(r.fwdWait, id)
-		}
-		r.adoptForwards = false
-		for id, c := range r.kaWait {
-			c <- repl.Reply{ReqID: id, Err: repl.ReplyNotPrimary}
-			delete(r.kaWait, id)
-		}
-		s.mu.Unlock()
-	}
-	switch role {
-	case repl.RolePrimary, repl.RoleSolo:
-		r.leader.Store(s.memberID)
-	case repl.RoleReplica:
-		r.leader.Store(r.following.Node)
-	default:
-		r.leader.Store(0)
-	}
-	if role.Leads() {
-		s.m.HasLeader.Set(1)
-		s.m.IsLeader.Set(1)
-		s.m.LeaderChanges.Inc()
-	} else {
-		s.m.IsLeader.Set(0)
-		if role == repl.RoleWaiting {
-			s.m.HasLeader.Set(0)
-		}
-	}
 }
 
 func (s *Server) currentEpoch() repl.Epoch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.epoch
-}
-
-// sendHeartbeat is called from the apply loop.
-func (s *Server) sendHeartbeat() {
-	r := s.repl
-	now := r.clock.Now()
-	role := s.Role()
-	var start uint64
-	if role.Leads() && len(r.epochs) > 0 {
-		start = repl.Last(r.epochs).Start
-	}
-	var sentAt, echo int64
-	var echoRun uint64
-	// The leader withholds its echo (the replica's read lease) while the
-	// replica is not synchronous: in solo, once acks are overdue, and in a
-	// synchronous epoch until the replica has acknowledged everything
-	// before the epoch's start (writes acknowledged while solo).
-	// A replica's echo is its primary's role lease; a waiting node grants
-	// nothing (its peer may be about to follow it, or to lead).
-	grant := role == repl.RoleReplica ||
-		role == repl.RolePrimary && !s.ackOverdue(now) && r.ackIdx+1 >= start
-	if grant {
-		sentAt, echo = r.det.Outgoing(now)
-		echoRun = r.det.PeerRun()
-	} else {
-		sentAt = now
-	}
-	epoch := s.currentEpoch()
-	if role == repl.RoleReplica {
-		epoch = r.following
-	}
-	var soloFrom uint64
-	if role.Leads() {
-		soloFrom = repl.SoloFrom(r.epochs, s.memberID)
-	}
-	hb := repl.Heartbeat{
-		EpochStart: start, SoloFrom: soloFrom,
-		Role: role, Epoch: epoch, Applied: s.appliedIdx, Commit: s.commitIdx(),
-		Rev: s.store.ReadableRev(), SentAt: sentAt, Echo: echo, LedLast: r.ledLast, MaxTerm: r.maxTerm,
-		CatchingUp: role == repl.RoleReplica && !r.verified, HeardAgo: r.det.Silence(now),
-		Run: r.det.Run, EchoRun: echoRun,
-	}
-	if err := r.tr.Send(&transport.Message{Class: transport.Heartbeat, Kind: repl.KindHeartbeat, Term: hb.Epoch.Term, Index: hb.Applied, Payload: hb.Encode()}); err != nil {
-		s.log.Debug("heartbeat not sent", "err", err)
-	}
 }

@@ -65,32 +65,19 @@ func (s *Server) catchupAnswer(id uint64, c repl.CatchupReq) (*transport.Message
 		if err != nil {
 			return err
 		}
-		diverged := func() error {
-			h, err := replstore.Epochs(tx)
-			m.Flags, m.Payload = repl.FlagDiverged, repl.EncodeEpochs(h)
-			return err
-		}
-		if c.From > 1 {
-			switch {
-			case c.From-1 > last:
-				return diverged() // the asker has entries this log lacks
-			case first == 0 || c.From-1 < first:
-				m.Flags = repl.FlagLogGone
-				return nil
-			}
-			prev, ok, err := replstore.Get(tx, c.From-1)
-			if err != nil {
+		var prev repl.Entry
+		havePrev := false
+		if c.From > 1 && c.From-1 <= last {
+			if prev, havePrev, err = replstore.Get(tx, c.From-1); err != nil {
 				return err
 			}
-			if !ok {
-				m.Flags = repl.FlagLogGone
-				return nil
-			}
-			if prev.Epoch != c.Prev {
-				return diverged()
-			}
-		} else if first > 1 {
-			m.Flags = repl.FlagLogGone
+		}
+		switch m.Flags = repl.CatchupVerdict(c, first, last, prev.Epoch, havePrev); m.Flags {
+		case repl.FlagDiverged:
+			h, err := replstore.Epochs(tx)
+			m.Payload = repl.EncodeEpochs(h)
+			return err
+		case repl.FlagLogGone:
 			return nil
 		}
 		es, err := replstore.Read(tx, c.From, chunk)
@@ -152,118 +139,49 @@ type incomingSnap struct {
 	f   *os.File
 }
 
-// onCatchupRefused handles a catch-up the leader cannot serve from its log
-// (an answer to the outstanding request).
-func (s *Server) onCatchupRefused(m *transport.Message) {
-	r := s.repl
-	keep := s.appliedIdx
-	if m.Flags&repl.FlagDiverged != 0 {
-		leader, err := repl.DecodeEpochs(m.Payload)
-		if err != nil {
-			return
-		}
-		if repl.SoloSuffix(r.epochs, leader, s.memberID, s.appliedIdx) {
-			// Writes this node acknowledged alone are not in the
-			// leader's history: split brain. They are never truncated
-			// before they are kept as conflict records.
-			s.onSplitBrain(leader)
-			return
-		}
-		keep = repl.Divergence(r.epochs, leader, s.appliedIdx)
-		s.log.Warn("dropping a synchronous suffix that was never acknowledged: resyncing from the leader", "applied-index", s.appliedIdx, "common-prefix", keep)
-	} else {
-		s.log.Warn("the leader's log no longer reaches this node: resyncing from a snapshot", "applied-index", s.appliedIdx)
-	}
-	s.askSnapshot(keep)
-}
-
 // snapPatience is how long a replica waits for the next chunk of the
 // snapshot it asked for before it asks again. Building a snapshot takes
 // time in proportion to the data, not to the lease: asking again every
 // lease made the leader build one snapshot after another.
 func snapPatience(lease time.Duration) time.Duration { return max(20*lease, 10*time.Second) }
 
-// nextReqID returns a new catch-up or snapshot request ID.
-func (s *Server) nextReqID() uint64 {
-	s.repl.reqSeq++
-	return s.repl.reqSeq
-}
-
-// askSnapshot asks the leader for a snapshot of its data file that holds
-// at least the entries up to index floor. From now until it is installed
-// (or abandoned) the replica is not verified and holds no read lease. A
-// request repeated with the same floor continues the series.
-func (s *Server) askSnapshot(floor uint64) {
+// dropIncoming abandons the snapshot being received, if any.
+func (s *Server) dropIncoming() {
 	r := s.repl
 	if r.snap != nil {
 		r.snap.f.Close()
 		os.Remove(r.snap.f.Name())
 		r.snap = nil
 	}
-	id := s.nextReqID()
-	if r.snapReq == 0 || r.snapMin != floor {
-		r.snapFirst = id
-	}
-	r.snapReq, r.snapMin = id, floor
-	r.catchupReq = 0
-	r.verified = false
-	r.resyncing.Store(true)
-	r.leaseUntil.Store(0)
-	r.catchupAsked = r.clock.Now()
-	if err := r.tr.Send(&transport.Message{Class: transport.Control, Kind: repl.KindSnapReq, Term: id, Index: floor}); err != nil {
-		s.log.Warn("snapshot request not sent", "err", err)
-	}
-}
-
-// endResync forgets the outstanding snapshot request and any snapshot
-// being received.
-func (s *Server) endResync() {
-	r := s.repl
-	if r.snap != nil {
-		r.snap.f.Close()
-		os.Remove(r.snap.f.Name())
-		r.snap = nil
-	}
-	r.snapReq = 0
-	r.resyncing.Store(false)
 }
 
 // errStaleSnapshot: a snapshot older than the replica's floor (snapMin).
 var errStaleSnapshot = errors.New("the snapshot is older than this node's state")
 
-// onSnapChunk writes one chunk of the snapshot this replica asked for; the
-// last one installs it. Chunks of any other stream are ignored: a
-// snapshot nobody asked for may be older than what this node applied.
-func (s *Server) onSnapChunk(m *transport.Message) {
+// onSnapChunk writes one chunk of the snapshot this replica asked for
+// (the core accepted it: it answers the outstanding request, in order);
+// the last one installs it, and the core hears the outcome.
+func (s *Server) onSnapChunk(c repl.SnapshotChunk) {
 	r := s.repl
-	if r.snap == nil {
-		if r.snapReq == 0 || m.Term < r.snapFirst || m.Term > r.snapReq || m.Index != 0 {
-			s.m.StaleAnswers.Inc()
-			return
-		}
+	if c.First {
+		s.dropIncoming()
 		f, err := os.CreateTemp(filepath.Dir(s.be.Path()), "resync-in-*")
 		if err != nil {
 			s.log.Error("cannot receive snapshot", "err", err)
 			return
 		}
-		r.snap = &incomingSnap{id: m.Term, f: f}
-	} else if m.Term != r.snap.id {
-		s.m.StaleAnswers.Inc()
-		return
+		r.snap = &incomingSnap{id: c.ID, f: f}
 	}
-	r.catchupAsked = r.clock.Now()
 	sn := r.snap
-	if m.Index != sn.off {
-		s.log.Warn("snapshot chunk out of order; asking again", "want", sn.off, "got", m.Index)
-		s.askSnapshot(r.snapMin)
-		return
+	if sn == nil || sn.id != c.ID {
+		return // its start could not be written: the core asks again
 	}
-	if _, err := sn.f.Write(m.Payload); err != nil {
+	if _, err := sn.f.Write(c.Data); err != nil {
 		s.fail(err)
 		return
 	}
-	sn.off += uint64(len(m.Payload))
-	if m.Flags&repl.FlagLast == 0 {
+	sn.off += uint64(len(c.Data))
+	if !c.Last {
 		return
 	}
 	r.snap = nil
@@ -279,19 +197,23 @@ func (s *Server) onSnapChunk(m *transport.Message) {
 		s.fail(err)
 		return
 	}
-	err := s.installSnapshot(path, r.snapMin)
+	err := s.installSnapshot(path, c.Floor)
 	if errors.Is(err, errStaleSnapshot) {
 		// Nothing was replaced. Start over from the log.
 		s.log.Warn("ignoring a snapshot older than this node's state", "err", err)
-		s.m.StaleAnswers.Inc()
-		s.askCatchup()
+		r.node.Installed(repl.RestartState{}, repl.ErrStaleSnapshot)
 		return
 	}
 	if err != nil {
 		s.fail(fmt.Errorf("installing the leader's snapshot: %w", err))
 		return
 	}
-	s.askCatchup()
+	st, err := s.restartState()
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	r.node.Installed(st, nil)
 }
 
 // installSnapshot replaces this node's whole state with the leader's
@@ -348,14 +270,17 @@ func (s *Server) installSnapshot(path string, floor uint64) error {
 		applied = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
 		return nil
 	})
-	if err := s.loadEpochs(); err != nil {
+	var epochs []repl.EpochRecord
+	if err := s.be.View(func(tx storage.ReadTx) (err error) {
+		epochs, err = replstore.Epochs(tx)
+		return err
+	}); err != nil {
 		return err
 	}
-	r.ledLast = false
 	r.conflictSet = "" // merged: the diverged history is gone, its records stay
 	s.mu.Lock()
 	s.appliedIdx = applied
-	s.epoch = repl.Last(r.epochs).Epoch
+	s.epoch = repl.Last(epochs).Epoch
 	s.mu.Unlock()
 	s.hub.Reset()
 	s.signalVisible()

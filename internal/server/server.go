@@ -197,11 +197,10 @@ func New(cfg Config) (*Server, error) {
 	s.hub = watch.NewHub(store, watch.Options{ProgressInterval: cfg.WatchProgressNotifyInterval})
 	s.m.QuotaBytes.Set(float64(cfg.QuotaBackendBytes))
 	if s.repl != nil {
-		if err := s.loadEpochs(); err != nil {
+		if err := s.startCore(); err != nil {
 			be.Close()
 			return nil, err
 		}
-		s.epoch = repl.Last(s.repl.epochs).Epoch
 		s.m.HasLeader.Set(0)
 		s.m.IsLeader.Set(0)
 	} else {

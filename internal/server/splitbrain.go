@@ -13,7 +13,6 @@ import (
 	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
-	"github.com/dyad-db/dyad/internal/transport"
 )
 
 // Split brain: both nodes acknowledged writes alone while they could not
@@ -39,13 +38,14 @@ import (
 //
 // All of it runs in the apply loop.
 
-// onSplitBrain handles a follower's log that holds writes it acknowledged
-// alone and the leader does not have.
-func (s *Server) onSplitBrain(leader []repl.EpochRecord) {
+// onSplitBrain keeps this node's diverged writes as conflict records,
+// durably, before the core lets anything replace them (Ready.SplitBrain).
+func (s *Server) onSplitBrain(sb *repl.SplitBrain) {
 	r := s.repl
-	path, set, created, err := s.exportConflicts(leader)
+	path, set, created, err := s.exportConflicts(sb.Leader)
 	if err != nil {
 		s.fail(fmt.Errorf("writing the conflict records of a split brain: %w", err))
+		r.node.ConflictsKept(false, err)
 		return
 	}
 	r.conflictSet = path
@@ -55,22 +55,16 @@ func (s *Server) onSplitBrain(leader []repl.EpochRecord) {
 		s.log.Error("split brain: this node acknowledged writes alone that the leader's history does not have; they are kept as conflict records (see dyad resolve)",
 			"conflict-set", path, "diverged-entries", len(set.Entries), "keys", len(set.Keys), "diverged-after-index", set.DivergedAt, "incomplete", set.Incomplete)
 	}
-	if r.cfg.ManualSplitBrain && !conflict.Accepted(path) {
-		s.setStuck("split brain (policy manual): this node stopped serving; inspect its conflict records and run dyad resolve accept (docs/OPERATIONS.md, split brain)")
-		s.setRole(repl.RoleWaiting, r.stuck)
-		return
-	}
-	_, cur, _ := s.store.Revs()
-	r.mergeRev = cur
-	s.askMerge()
+	r.node.ConflictsKept(conflict.Accepted(path), nil)
 }
 
 // exportConflicts writes the conflict set of this node's diverged suffix
 // (once per split brain: a repeat finds the file and returns it).
 func (s *Server) exportConflicts(leader []repl.EpochRecord) (path string, set *conflict.Set, created bool, err error) {
 	r := s.repl
-	d := repl.Divergence(r.epochs, leader, s.appliedIdx)
-	own := repl.Last(r.epochs).Epoch
+	epochs := r.node.Epochs()
+	d := repl.Divergence(epochs, leader, s.appliedIdx)
+	own := repl.Last(epochs).Epoch
 	name := fmt.Sprintf("split-%012d-%016x-after-%d.json", own.Term, s.memberID, d)
 	dir := conflict.Dir(s.cfg.DataDir)
 	if old, err := conflict.Load(dir + "/" + name); err == nil {
@@ -203,30 +197,16 @@ func (s *Server) changedKeys(base, cur, compacted int64) ([]conflict.Key, string
 	return out, note, nil
 }
 
-// askMerge asks the leader to merge past this node's revision.
-func (s *Server) askMerge() {
-	r := s.repl
-	r.mergeAsked = r.clock.Now()
-	m := &transport.Message{Class: transport.Control, Kind: repl.KindMergeReq, Payload: repl.MergeData(r.mergeRev)}
-	if err := r.tr.Send(m); err != nil {
-		s.log.Warn("merge request not sent", "err", err)
-	}
-}
-
-// onMergeReq: the leader logs the merge entry for a follower that lost a
-// split brain and had reached revision rev. Repeats of a request already
-// served (rev below the last jump) are ignored.
+// onMergeReq: the core, leading, asks for the merge entry for a follower
+// that lost a split brain and had reached revision rev. It goes into the
+// next batch.
 func (s *Server) onMergeReq(rev int64) {
 	r := s.repl
-	if !s.Role().Leads() || rev < r.mergedAbove {
-		return
-	}
 	_, cur, _ := s.store.Revs()
 	target := max(rev, cur) + 1
-	r.mergedAbove = target
 	s.log.Warn("merging after a split brain: the revision jumps above both sides' and history below it is compacted",
 		"peer-revision", rev, "revision", cur, "merge-revision", target)
-	s.leadBatch(&proposal{merge: target})
+	r.fwdq = append(r.fwdq, &proposal{merge: target})
 }
 
 // applyMerge applies a merge entry in the apply transaction: the store
@@ -241,68 +221,4 @@ func (s *Server) applyMerge(tx storage.WriteTx, rev int64) (*compactJob, error) 
 		return nil, err
 	}
 	return &compactJob{c: c}, nil
-}
-
-// splitBrainTick runs every tick: it notices the operator's acceptance of
-// a split brain held by the manual policy, and drives the loser's merge.
-func (s *Server) splitBrainTick(now int64) {
-	r := s.repl
-	if r.stuck != "" && r.conflictSet != "" && conflict.Accepted(r.conflictSet) {
-		s.log.Warn("split brain accepted by the operator: giving up this node's diverged history, which stays in its conflict records", "conflict-set", r.conflictSet)
-		s.setStuck("") // the role rules follow the leader again
-	}
-	if r.mergeRev == 0 || s.Role() != repl.RoleReplica {
-		return
-	}
-	if s.peerFresh(now) && r.peer.Role.Leads() && r.peer.Rev > r.mergeRev {
-		r.mergeRev = 0
-		// No index floor: this node's diverged suffix goes (it is in the
-		// conflict records), and only a snapshot asked for from here on,
-		// taken after the merge, is accepted.
-		s.askSnapshot(0)
-		return
-	}
-	if now-r.mergeAsked > int64(r.cfg.Lease) {
-		s.askMerge()
-	}
-}
-
-// setStuck records why this node waits for an operator ("" when it no
-// longer does); Status reports it among its errors.
-func (s *Server) setStuck(why string) {
-	s.repl.stuck = why
-	s.repl.stuckWhy.Store(&why)
-}
-
-// splitLeaders applies rule 1 when this node leads alone and hears its
-// peer lead too. A node that should win but keeps hearing its peer lead
-// for 3 leases yields anyway: the peer evidently does not hear it (a
-// one-way link), and only the side that hears can end the split.
-func (s *Server) splitLeaders(now int64) {
-	r := s.repl
-	from := repl.SoloFrom(r.epochs, s.memberID)
-	wrote := from != 0 && s.appliedIdx >= from
-	peerWrote := r.peer.WroteSolo()
-	if r.bothLeadSince == 0 {
-		s.countFalseFailover(now) // the peer promoted while this node led
-	}
-	if repl.YieldAfterSplit(wrote, peerWrote, r.cfg.Preferred) {
-		r.bothLeadSince = 0
-		if wrote && peerWrote {
-			s.stepDown("split brain: both nodes acknowledged writes alone; the preferred zone's history wins")
-		} else {
-			s.stepDown("both nodes led while apart; this one yields to the peer")
-		}
-		r.ledLast = false
-		return
-	}
-	if r.bothLeadSince == 0 {
-		r.bothLeadSince = now
-		return
-	}
-	if now-r.bothLeadSince > 3*int64(r.cfg.Lease) {
-		r.bothLeadSince = 0
-		s.stepDown("the peer keeps leading although this node should: it does not hear this node, so this one yields")
-		r.ledLast = false
-	}
 }

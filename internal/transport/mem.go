@@ -8,16 +8,25 @@ import (
 // delivers each class in order on its own goroutine, owned by the endpoint
 // and stopped by Close. Links can be cut one way (Block) to model partitions
 // and one-way link loss; messages sent over a cut link are dropped, as DDS
-// drops them once the peer is no longer matched.
+// drops them once the peer is no longer matched. One class can be cut alone
+// (BlockClass), as one DDS topic loses its match while the others still
+// deliver.
 type MemNet struct {
 	mu        sync.Mutex
 	endpoints map[uint64]*Mem
 	blocked   map[[2]uint64]bool // [from, to]
+	classCut  map[classLink]bool
+}
+
+// classLink is one class of the link from -> to.
+type classLink struct {
+	from, to uint64
+	class    Class
 }
 
 // NewMemNet returns an empty network.
 func NewMemNet() *MemNet {
-	return &MemNet{endpoints: make(map[uint64]*Mem), blocked: make(map[[2]uint64]bool)}
+	return &MemNet{endpoints: make(map[uint64]*Mem), blocked: make(map[[2]uint64]bool), classCut: make(map[classLink]bool)}
 }
 
 // Block cuts (or, with false, restores) the link from -> to.
@@ -25,6 +34,14 @@ func (n *MemNet) Block(from, to uint64, cut bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.blocked[[2]uint64{from, to}] = cut
+}
+
+// BlockClass cuts (or, with false, restores) class c of the link from ->
+// to; the link's other classes still deliver unless Block cuts them too.
+func (n *MemNet) BlockClass(from, to uint64, c Class, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.classCut[classLink{from, to, c}] = cut
 }
 
 // Partition cuts or restores both directions between a and b.
@@ -95,7 +112,7 @@ func (m *Mem) Send(msg *Message) error {
 	m.net.mu.Lock()
 	var to []*Mem
 	for id, e := range m.net.endpoints {
-		if id != m.id && !m.net.blocked[[2]uint64{m.id, id}] {
+		if id != m.id && !m.net.blocked[[2]uint64{m.id, id}] && !m.net.classCut[classLink{m.id, id, msg.Class}] {
 			to = append(to, e)
 		}
 	}
@@ -117,16 +134,30 @@ func (m *Mem) Send(msg *Message) error {
 }
 
 // PeerMatched implements Transport: true while another endpoint exists and
-// both directions are open.
+// every class of both directions is open.
 func (m *Mem) PeerMatched() bool {
 	m.net.mu.Lock()
 	defer m.net.mu.Unlock()
 	for id := range m.net.endpoints {
-		if id != m.id && !m.net.blocked[[2]uint64{m.id, id}] && !m.net.blocked[[2]uint64{id, m.id}] {
+		if id != m.id && m.net.open(m.id, id) && m.net.open(id, m.id) {
 			return true
 		}
 	}
 	return false
+}
+
+// open reports whether every class of the link from -> to delivers.
+// Called with n.mu held.
+func (n *MemNet) open(from, to uint64) bool {
+	if n.blocked[[2]uint64{from, to}] {
+		return false
+	}
+	for c := Class(0); c < NumClasses; c++ {
+		if n.classCut[classLink{from, to, c}] {
+			return false
+		}
+	}
+	return true
 }
 
 // Close implements Transport: it leaves the network and stops delivery.

@@ -50,9 +50,14 @@ func Epochs(tx storage.ReadTx) ([]repl.EpochRecord, error) {
 func TrimEpochs(tx storage.WriteTx, h []repl.EpochRecord, shared uint64) ([]repl.EpochRecord, error) {
 	kept, dropped := repl.TrimEpochs(h, shared)
 	for _, r := range dropped {
-		if err := tx.Delete(storage.BucketEpochs, epochKey(r.Epoch)); err != nil {
+		if err := DeleteEpoch(tx, r.Epoch); err != nil {
 			return h, err
 		}
 	}
 	return kept, nil
+}
+
+// DeleteEpoch deletes the record of epoch e (a record TrimEpochs let go).
+func DeleteEpoch(tx storage.WriteTx, e repl.Epoch) error {
+	return tx.Delete(storage.BucketEpochs, epochKey(e))
 }

@@ -1,0 +1,174 @@
+package server
+
+import (
+	"encoding/binary"
+
+	"github.com/dyad-db/dyad/internal/failpoint"
+	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
+	"github.com/dyad-db/dyad/internal/storage"
+	"github.com/dyad-db/dyad/internal/transport"
+)
+
+// handleReady carries out everything the core has decided, one Ready at a
+// time, in the order repl.Ready gives: persist, send, release, then the
+// rest (slow effects go off the loop and come back as inputs). Called by
+// the apply loop after every input it gives the core.
+func (s *Server) handleReady() {
+	r := s.repl
+	for r.node.HasReady() {
+		rd := r.node.Ready()
+		if s.persistReady(&rd) != nil {
+			r.node.Advance()
+			return // the node stops (fail); nothing of this Ready is sent
+		}
+		for i := range rd.Messages {
+			s.sendCore(&rd.Messages[i])
+		}
+		// Release before a role change: what the core committed was
+		// acknowledged even if the node steps down in the same Ready (a
+		// hand-over, once the replica acknowledged everything).
+		s.releaseCommitted(rd.Commit)
+		if rd.RoleChange != nil {
+			s.applyRoleChange(rd.RoleChange)
+		}
+		s.publish()
+		if st := rd.Stuck; st != nil {
+			why := *st
+			r.stuckWhy.Store(&why)
+		}
+		s.countCore(rd.Counters)
+		for _, sr := range rd.Serve {
+			job := catchupJob{id: sr.ID, snapshot: sr.Snapshot, req: sr.Catchup}
+			select {
+			case r.catchupc <- job:
+			default: // the requester asks again
+			}
+		}
+		if rd.Fence {
+			r.fenceReq <- struct{}{} // never blocks: the core asks for one fence at a time
+			s.log.Warn("primary lost: running the fence command before promoting")
+		}
+		if rd.DropSnapshot {
+			s.dropIncoming()
+		}
+		for _, c := range rd.Snapshot {
+			s.onSnapChunk(c)
+		}
+		if rd.SplitBrain != nil {
+			s.onSplitBrain(rd.SplitBrain)
+		}
+		if rd.Merge != 0 {
+			s.onMergeReq(rd.Merge)
+		}
+		if res := rd.HandoverResult; res != nil {
+			s.onHandoverResult(res)
+		}
+		r.node.Advance()
+	}
+}
+
+// persistReady writes the hard state and the entries of rd that are not
+// yet durable. A leader's own entries were applied and persisted with
+// their batch (leadBatch); a replica's are applied and persisted here, with
+// the epoch records, in one transaction, and reported at once.
+func (s *Server) persistReady(rd *repl.Ready) error {
+	r := s.repl
+	var es []repl.Entry
+	for _, e := range rd.Entries {
+		if e.Index > s.appliedIdx {
+			es = append(es, e)
+		}
+	}
+	hs := rd.HardState
+	if len(es) == 0 {
+		if hs.IsEmpty() {
+			return nil
+		}
+		err := s.be.Update(func(tx storage.WriteTx) error { return putHardState(tx, &hs) })
+		if err != nil {
+			s.fail(err)
+			return err
+		}
+		if hs.Term != 0 {
+			s.term.Store(hs.Term)
+		}
+		return nil
+	}
+	if r.fromCatchup {
+		r.fromCatchup = false
+		if err := failpoint.Hit(failpoint.CatchupApply); err != nil {
+			s.fail(err)
+			return err
+		}
+	}
+	if err := s.applyFollowed(es, &hs); err != nil {
+		s.fail(err)
+		return err
+	}
+	_, rev, _ := s.store.Revs()
+	r.node.Persisted(s.appliedIdx, rev)
+	r.node.Applied(s.appliedIdx)
+	return nil
+}
+
+// putHardState writes the core's hard state in tx.
+func putHardState(tx storage.WriteTx, hs *repl.HardState) error {
+	for _, d := range hs.Drop {
+		if err := replstore.DeleteEpoch(tx, d.Epoch); err != nil {
+			return err
+		}
+	}
+	for _, p := range hs.Put {
+		if err := replstore.PutEpoch(tx, p); err != nil {
+			return err
+		}
+	}
+	if hs.Term != 0 {
+		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(hs.Term))
+	}
+	return nil
+}
+
+// sendCore sends a message of the core on the wire.
+func (s *Server) sendCore(m *repl.Message) {
+	r := s.repl
+	tm := &transport.Message{Kind: m.Kind, Term: m.Term, Index: m.Index, Flags: m.Flags}
+	switch m.Kind {
+	case repl.KindHeartbeat:
+		tm.Class, tm.Payload = transport.Heartbeat, m.Heartbeat.Encode()
+	case repl.KindEntries:
+		tm.Class, tm.Payload = transport.Log, repl.EncodeEntries(m.Entries)
+	case repl.KindAck:
+		tm.Class = transport.Ack
+		// An injected error before the ack drops it, as a lost message
+		// would.
+		if failpoint.Hit(failpoint.BeforeAck) != nil {
+			return
+		}
+		defer func() { _ = failpoint.Hit(failpoint.AfterAck) }() // an error here has nothing left to undo
+	case repl.KindCatchupReq:
+		tm.Class, tm.Payload = transport.Control, m.Catchup.Encode()
+	case repl.KindSnapReq:
+		tm.Class = transport.Control
+	case repl.KindMergeReq:
+		tm.Class, tm.Payload = transport.Control, repl.MergeData(m.MergeRev)
+	case repl.KindHandover, repl.KindHandoverAck:
+		tm.Class, tm.Payload = transport.Control, m.Handover.Encode()
+	case repl.KindLeaving:
+		tm.Class, tm.Payload = transport.Control, binary.BigEndian.AppendUint64(nil, m.Run)
+	default:
+		return
+	}
+	if err := r.tr.Send(tm); err != nil {
+		s.log.Debug("replication message not sent", "kind", m.Kind, "err", err)
+	}
+}
+
+// countCore adds the core's counters to the metrics.
+func (s *Server) countCore(c repl.Counters) {
+	s.m.StaleAnswers.Add(float64(c.StaleAnswers))
+	s.m.Failovers.Add(float64(c.Failovers))
+	s.m.FalseFailovers.Add(float64(c.FalseFailovers))
+	s.m.SoloEntered.Add(float64(c.SoloEntered))
+}
