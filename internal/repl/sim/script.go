@@ -193,9 +193,18 @@ func Shrink(s Script, cfg Config, f *Failure, budget int) (Script, *Failure) {
 		// Porcupine cannot cause this failure: a smaller run that gets
 		// as far as porcupine does not fail this way anyway.
 		cfg.Porcupine = time.Nanosecond
+	} else {
+		cfg.Porcupine = min(cfg.withDefaults().Porcupine, 2*time.Second)
 	}
+	// Porcupine's search on an illegal history can take long: shrinking
+	// stops after a minute of wall time whatever the budget.
+	stop := time.Now().Add(time.Minute)
 	try := func(c Script) *Failure {
 		runs++
+		if time.Now().After(stop) {
+			runs = budget
+			return nil
+		}
 		r := Run(c, cfg)
 		if r.Failure != nil && r.Failure.Kind == f.Kind {
 			return r.Failure
