@@ -24,23 +24,12 @@ type meta struct {
 	term   uint64
 }
 
-type kvAt struct {
-	value  string
-	modRev int64
-}
-
 // snapshot is a data file a leader served: its log up to applied, and
 // its hard state.
 type snapshot struct {
 	log     []repl.Entry
 	meta    meta
 	applied uint64
-}
-
-// released is a read the core released at index, served once applied.
-type released struct {
-	op    *Op
-	index uint64
 }
 
 type node struct {
@@ -66,14 +55,6 @@ type node struct {
 	writeAt     func(uint64) (uint64, bool)
 }
 
-// fwdWrite is a write a replica forwards to its primary; fwdRefused the
-// primary's answer when it could not log it.
-type fwdWrite struct {
-	origin, id uint64
-	key, value string
-}
-type fwdRefused struct{ id uint64 }
-
 func newNode(w *World, idx int, ppm int64) *node {
 	n := &node{w: w, idx: idx, id: uint64(idx + 1), clock: Clock{PPM: ppm}, snaps: map[uint64]snapshot{}}
 	n.writeAt = func(i uint64) (uint64, bool) {
@@ -82,12 +63,6 @@ func newNode(w *World, idx int, ppm int64) *node {
 	}
 	return n
 }
-
-func (n *node) now() int64 { return n.clock.Local(n.w.q.Now()) }
-
-func (n *node) up() bool { return n.n != nil && n.w.q.Now() >= n.frozenUntil }
-
-func (n *node) leads() bool { return n.up() && n.n.Role().Leads() }
 
 func (n *node) roleName() string {
 	switch {
@@ -181,55 +156,6 @@ func (n *node) stop(leave bool) {
 	}
 	n.puts, n.reads, n.ready, n.deferred = nil, nil, nil, nil
 	n.w.tracef("node %d stops (leave %v), disk keeps %d entries", n.idx, leave, n.disk.Len())
-}
-
-// freeze stops the node stepping for d.
-func (n *node) freeze(d int64) {
-	if n.n == nil {
-		return
-	}
-	until := max(n.frozenUntil, n.w.q.Now()+d)
-	n.frozenUntil = until
-	gen := n.gen
-	n.w.q.At(until, func() {
-		if n.gen == gen && n.frozenUntil == until {
-			n.thaw()
-		}
-	})
-}
-
-// thaw resumes a frozen node: its timer fires late, then what waited runs.
-func (n *node) thaw() {
-	n.frozenUntil = 0
-	n.tick()
-	ds := n.deferred
-	n.deferred = nil
-	for _, fn := range ds {
-		if n.n == nil {
-			return
-		}
-		fn()
-		n.w.step()
-	}
-}
-
-// heal restarts a stopped node and thaws a frozen one (end of a run).
-func (n *node) heal() {
-	if n.n == nil {
-		n.restart(false)
-	} else if !n.up() {
-		n.thaw()
-	}
-}
-
-// later runs fn now, or at the thaw if the node is frozen.
-func (n *node) later(fn func()) bool {
-	if n.up() {
-		fn()
-		return true
-	}
-	n.deferred = append(n.deferred, fn)
-	return false
 }
 
 func (n *node) scheduleTick(local int64) {
@@ -654,13 +580,4 @@ func (n *node) view(v *View) {
 		v.Leads = st.Role.Leads() && n.hasLeader(st)
 		v.Epoch = EpochID{Term: st.Epoch.Term, Node: st.Epoch.Node}
 	}
-}
-
-func sortedKeys(m map[uint64]*Op) []uint64 {
-	ks := make([]uint64, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
-	return ks
 }

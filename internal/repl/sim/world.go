@@ -3,10 +3,11 @@ package sim
 import (
 	"fmt"
 
-	"github.com/anishathalye/porcupine"
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // Config shapes a run. Zero fields take the defaults of withDefaults.
