@@ -25,6 +25,10 @@
 #                     DYAD_E2E_FULL=1; needs root): zone losses, 1,000 pods on dyad
 #                     and etcd, the etcd contrast, a rolling restart. Figures are
 #                     appended to e2e-results/figures.txt
+#   make sim          the deterministic simulator of the protocol core (internal/repl/sim)
+#                     on every core: SIM_DURATION (default 10m) of seeds from SIM_FIRST,
+#                     or SIM_SEEDS seeds; prints steps/s, total steps, porcupine-checked
+#                     operations, faults, and each failing seed with a shrunk trace
 #   make robustness-soak  the long robustness soak: SOAK_CYCLES (default 100) fault
 #                     cycles against a two-zone pair, every history checked (root)
 #
@@ -36,9 +40,10 @@ export GOTOOLCHAIN := local
 
 BENCH_FLAGS ?=
 SOAK_CYCLES ?= 100
+SIM_DURATION ?= 10m
 FUZZTIME ?= 5m
 
-.PHONY: build release test fuzz bench-deps bench e2e-deps e2e robustness-soak
+.PHONY: build release test fuzz bench-deps bench e2e-deps e2e robustness-soak sim
 
 build:
 	go build -o .cache/bin/dyad ./cmd/dyad
@@ -84,3 +89,8 @@ e2e: e2e-deps
 
 robustness-soak:
 	scripts/robustness-soak.sh $(SOAK_CYCLES)
+
+# The simulator runs as a test so that it shares the unit step's code; -v
+# prints its report. SIM_SEEDS, when set, wins over SIM_DURATION.
+sim:
+	SIM_DURATION=$(SIM_DURATION) go test -count=1 -timeout 0 -v -run '^TestSoak$$' ./internal/repl/sim

@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"bufio"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ciSeeds is the fixed seed set the unit step runs.
+const ciSeeds = 40
+
+// openSeeds reads testdata/seeds.txt: every seed that ever failed, with
+// the kind of failure it showed ("seed kind [open|fixed] # note"). An open
+// seed still fails that way (the failure is not fixed yet); a fixed one
+// must pass.
+func openSeeds(t *testing.T) (open map[uint64]string, fixed []uint64) {
+	f, err := os.Open("testdata/seeds.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	open = map[uint64]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		fs := strings.Fields(line)
+		if len(fs) == 0 {
+			continue
+		}
+		seed, err := strconv.ParseUint(fs[0], 10, 64)
+		if err != nil || len(fs) != 3 {
+			t.Fatalf("testdata/seeds.txt: bad line %q", sc.Text())
+		}
+		if fs[2] == "open" {
+			open[seed] = fs[1]
+		} else {
+			fixed = append(fixed, seed)
+		}
+	}
+	return open, fixed
+}
+
+// TestSeeds runs the fixed seed set and every regression seed against the
+// real protocol core.
+func TestSeeds(t *testing.T) {
+	open, fixed := openSeeds(t)
+	seeds := fixed
+	for s := uint64(1); s <= ciSeeds; s++ {
+		seeds = append(seeds, s)
+	}
+	for s := range open {
+		if s > ciSeeds {
+			seeds = append(seeds, s)
+		}
+	}
+	var total Stats
+	passed := 0
+	for _, seed := range seeds {
+		s := Generate(seed, Config{})
+		r := Run(s, Config{})
+		total.add(r.Stats)
+		kind, isOpen := open[seed]
+		switch {
+		case r.Failure == nil && isOpen:
+			t.Errorf("seed %d, listed open (%s) in testdata/seeds.txt, passes now: mark it fixed", seed, kind)
+		case r.Failure == nil:
+			passed++
+		case isOpen && r.Failure.Kind == kind:
+			t.Logf("seed %d: open failure, as listed: %v", seed, r.Failure)
+		default:
+			small, f := Shrink(s, Config{}, r.Failure, 200)
+			tr := Run(small, Config{Trace: true})
+			t.Errorf("seed %d: %v\nshrunk:\n%s", seed, f, tr.Describe(small))
+		}
+	}
+	t.Logf("%d seeds, %d passed: %d steps, %d client operations (%d checked by porcupine), %d faults",
+		len(seeds), passed, total.Steps, total.Ops, total.Checked, total.Faults)
+	if passed > 0 && total.Checked == 0 {
+		t.Error("no history went through porcupine")
+	}
+}
+
+// TestDeterministic runs one seed twice: the same steps, operations and
+// outcome, trace line for trace line.
+func TestDeterministic(t *testing.T) {
+	for _, seed := range []uint64{3, 5} {
+		s := Generate(seed, Config{})
+		a, b := Run(s, Config{Trace: true}), Run(Generate(seed, Config{}), Config{Trace: true})
+		if a.Stats != b.Stats || len(a.Trace) != len(b.Trace) || (a.Failure == nil) != (b.Failure == nil) {
+			t.Fatalf("seed %d ran differently: %+v vs %+v", seed, a.Stats, b.Stats)
+		}
+		for i := range a.Trace {
+			if a.Trace[i] != b.Trace[i] {
+				t.Fatalf("seed %d: trace line %d differs:\n%s\n%s", seed, i, a.Trace[i], b.Trace[i])
+			}
+		}
+	}
+}
+
+// TestShrinkKeepsTheFailure shrinks an open seed: the smaller script is
+// no larger and still fails the same way.
+func TestShrinkKeepsTheFailure(t *testing.T) {
+	open, _ := openSeeds(t)
+	for seed, kind := range open {
+		s := Generate(seed, Config{})
+		r := Run(s, Config{})
+		if r.Failure == nil || r.Failure.Kind != kind {
+			continue // TestSeeds reports it
+		}
+		small, f := Shrink(s, Config{}, r.Failure, 100)
+		sf, so := small.Len()
+		bf, bo := s.Len()
+		if f.Kind != kind || sf > bf || so > bo || sf+so == bf+bo {
+			t.Fatalf("seed %d: shrunk from %d faults, %d ops to %d, %d (%v)", seed, bf, bo, sf, so, f)
+		}
+		if again := Run(small, Config{}); again.Failure == nil || again.Failure.Kind != kind {
+			t.Fatalf("seed %d: the shrunk script does not fail as %s: %v", seed, kind, again.Failure)
+		}
+		t.Logf("seed %d (%s): shrunk from %d faults and %d operations to %d and %d", seed, kind, bf, bo, sf, so)
+		return
+	}
+	t.Skip("no open seed to shrink")
+}
+
+// TestSoak is `make sim`: SIM_DURATION (a Go duration) or SIM_SEEDS (a
+// count) of seeds from SIM_FIRST (default 1000), on every core.
+func TestSoak(t *testing.T) {
+	d, n := os.Getenv("SIM_DURATION"), os.Getenv("SIM_SEEDS")
+	if d == "" && n == "" {
+		t.Skip("set SIM_DURATION or SIM_SEEDS (make sim)")
+	}
+	first := uint64(1000)
+	if v := os.Getenv("SIM_FIRST"); v != "" {
+		first, _ = strconv.ParseUint(v, 10, 64)
+	}
+	next := Until(first, time.Now().Add(parseDuration(t, d)))
+	if n != "" {
+		count, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("SIM_SEEDS: %v", err)
+		}
+		list := make([]uint64, count)
+		for i := range list {
+			list[i] = first + uint64(i)
+		}
+		next = Seeds(list)
+	}
+	rep := Explore(Config{}, runtime.GOMAXPROCS(0), next, 300)
+	t.Logf("sim: %s", &rep)
+	for _, f := range rep.Failures {
+		t.Errorf("seed %d: %v\nshrunk trace:\n%s", f.Seed, f.Failure, f.Trace)
+	}
+}
+
+func parseDuration(t *testing.T, s string) time.Duration {
+	if s == "" {
+		return time.Duration(1<<63 - 1)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("SIM_DURATION: %v", err)
+	}
+	return d
+}
