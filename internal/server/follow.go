@@ -16,6 +16,9 @@ import (
 
 // onMessage handles one received message in the apply loop.
 func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
+	if !s.accept(m) {
+		return
+	}
 	r := s.repl
 	switch m.Kind {
 	case repl.KindHeartbeat:
@@ -61,11 +64,7 @@ func (s *Server) onMessage(ctx context.Context, m *transport.Message) {
 			return
 		}
 		if m.Kind == repl.KindCatchup {
-			if r.catchupReq == 0 || m.Term < r.catchupFirst || m.Term > r.catchupReq {
-				s.m.StaleAnswers.Inc() // not an answer to the outstanding request
-				return
-			}
-			r.catchupReq = 0
+			r.catchupReq = 0 // answered (accept checked it answers it)
 			if m.Flags != 0 {
 				s.onCatchupRefused(m)
 				return
@@ -167,6 +166,9 @@ func (s *Server) gatherEntries(es []repl.Entry) ([]repl.Entry, []*transport.Mess
 		case m := <-s.repl.inbox:
 			if m.Kind != repl.KindEntries {
 				later = append(later, m)
+				continue
+			}
+			if !s.accept(m) {
 				continue
 			}
 			more, err := repl.DecodeEntries(m.Payload)

@@ -41,6 +41,10 @@ type ReplConfig struct {
 	// in which both sides acknowledged writes, the losing node waits for
 	// `dyad resolve accept` instead of giving up its history at once.
 	ManualSplitBrain bool
+	// MinProtocol raises the lowest replication protocol version this
+	// node speaks (--min-protocol-version; 0: the build's lowest). A peer
+	// that speaks nothing from here to the build's highest is refused.
+	MinProtocol uint16
 }
 
 // replState is the replication state. Fields are owned by the apply loop
@@ -54,7 +58,8 @@ type replState struct {
 	// catch-up requests to the catch-up server.
 	inbox    chan *transport.Message
 	catchupc chan catchupJob
-	recv     recvState // how the transport fills inbox (inbox.go)
+	recv     recvState   // how the transport fills inbox (inbox.go)
+	acc      acceptState // who and what the node accepts (accept.go)
 
 	epochs  []repl.EpochRecord
 	maxTerm uint64
@@ -210,6 +215,8 @@ func newReplState(cfg ReplConfig) *replState {
 		fwdWait:  map[uint64]*proposal{},
 		kaWait:   map[uint64]chan repl.Reply{},
 	}
+	r.acc.init(cfg.MinProtocol)
+	r.tr = r.acc.stamp(cfg.Transport)
 	r.handoverc = make(chan *handover, 1)
 	r.fenceReq, r.fenceRes = make(chan struct{}, 1), make(chan error, 1)
 	r.started = r.det.Now()

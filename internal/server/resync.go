@@ -235,20 +235,13 @@ var errStaleSnapshot = errors.New("the snapshot is older than this node's state"
 // snapshot nobody asked for may be older than what this node applied.
 func (s *Server) onSnapChunk(m *transport.Message) {
 	r := s.repl
-	if r.snap == nil {
-		if r.snapReq == 0 || m.Term < r.snapFirst || m.Term > r.snapReq || m.Index != 0 {
-			s.m.StaleAnswers.Inc()
-			return
-		}
+	if r.snap == nil { // the first chunk of the answer (accept checked it)
 		f, err := os.CreateTemp(filepath.Dir(s.be.Path()), "resync-in-*")
 		if err != nil {
 			s.log.Error("cannot receive snapshot", "err", err)
 			return
 		}
 		r.snap = &incomingSnap{id: m.Term, f: f}
-	} else if m.Term != r.snap.id {
-		s.m.StaleAnswers.Inc()
-		return
 	}
 	r.catchupAsked = r.det.Now()
 	sn := r.snap
