@@ -1,7 +1,9 @@
 // Package repl holds the durable and wire formats of dyad's two-zone
 // replication: log entries at (epoch, index), the replicated log kept in the
 // data file beside the MVCC state, the epoch history, the protocol messages,
-// and the failure detector that times the role and read leases.
+// the failure detector that times the role and read leases, and the
+// protocol versions a build speaks and how two nodes settle on one
+// (version.go).
 //
 // It holds no goroutines and no network code. internal/server drives it from
 // its apply loop; internal/transport carries the messages.
