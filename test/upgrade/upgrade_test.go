@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,64 +40,8 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	t.Cleanup(nb.Cleanup)
 	next := nb.Build(t)
 
-	p := testutil.NewPair(t, cur, time.Second)
-	p.Start(testutil.ZoneA)
-	p.Start(testutil.ZoneB)
-	leader := p.WaitPair(within)
-	waitSync(t, p, leader, curMax)
-
-	w := startWorkload(t, p, 2)
-	defer w.stop()
-	w.waitProgress(t, 50)
-
-	// One step: replace the replica's binary, or hand the role over.
-	var steps []string
-	var outages []time.Duration
-	step := func(name string, do func()) {
-		t.Helper()
-		from := time.Now()
-		do()
-		w.waitProgress(t, 50) // writes flow again after the step
-		d := w.outage(from, time.Now())
-		steps, outages = append(steps, name), append(outages, d)
-		t.Logf("%-40s write outage %v (%d writes acknowledged so far)", name, d.Round(time.Millisecond), w.count())
-	}
-	restart := func(node testutil.Zone, bin string, version int, extra ...string) func() {
-		return func() {
-			t.Helper()
-			if err := p.Proc(node).Term(); err != nil {
-				t.Fatalf("stopping %v: %v", node, err)
-			}
-			p.Bin = bin
-			p.Start(node, extra...)
-			waitSync(t, p, node.Other(), version)
-		}
-	}
-	handOver := func(to testutil.Zone, version int) func() {
-		return func() {
-			t.Helper()
-			target, _ := p.Leader(to)
-			ctx, cancel := context.WithTimeout(context.Background(), within)
-			defer cancel()
-			if _, err := p.Client(to.Other()).MoveLeader(ctx, target); err != nil {
-				t.Fatalf("move-leader to %v: %v", to, err)
-			}
-			waitSync(t, p, to, version)
-		}
-	}
-
+	p, leader := rollingUpgrade(t, cur, next, skew{old: curMax, mixed: curMax, upgraded: nextMax})
 	replica := leader.Other()
-	step("upgrade the replica ("+replica.String()+")", restart(replica, next, curMax))
-	step("hand over to it", handOver(replica, curMax))
-	step("upgrade the other ("+leader.String()+")", restart(leader, next, nextMax))
-	step("roll back the replica ("+leader.String()+")", restart(leader, cur, curMax))
-	step("hand back to it", handOver(leader, curMax))
-	step("roll back the other ("+replica.String()+")", restart(replica, cur, curMax))
-
-	w.stop()
-	w.verify(t, p, leader)
-	w.verify(t, p, replica)
-	p.Converged(leader)
 
 	// A next-version node that speaks nothing below 3 is refused by the
 	// current build (and refuses it): both count it, status shows it,
@@ -129,23 +74,137 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	}
 }
 
+// The current build pairs with the previous release: DYAD_PREV_BIN, or
+// the revision DYAD_PREV_REV (default: the newest v* tag) built from git.
+// A release from before protocol versions speaks version 1 and has no
+// version metric. Skipped while no release exists.
+func TestUpgradeFromPreviousRelease(t *testing.T) {
+	prev := os.Getenv("DYAD_PREV_BIN")
+	if prev == "" {
+		prev = buildRevision(t, os.Getenv("DYAD_PREV_REV"))
+	}
+	rollingUpgrade(t, prev, testutil.BuildDyad(t), skew{old: 1, mixed: 1, upgraded: curMax})
+}
+
+// buildRevision builds cmd/dyad of revision rev of this repository (""
+// names the newest v* tag; the test is skipped if there is none).
+func buildRevision(t *testing.T, rev string) string {
+	t.Helper()
+	root, err := testutil.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev == "" {
+		out, err := exec.Command("git", "-C", root, "describe", "--tags", "--abbrev=0", "--match", "v*", "HEAD").Output()
+		if err != nil {
+			t.Skip("no release tag to pair with (set DYAD_PREV_REV or DYAD_PREV_BIN)")
+		}
+		rev = strings.TrimSpace(string(out))
+	}
+	src := t.TempDir()
+	extract := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, rev, src)
+	if out, err := extract.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", rev, err, out)
+	}
+	bin := filepath.Join(t.TempDir(), "dyad-"+rev)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/dyad")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", rev, err, out)
+	}
+	return bin
+}
+
+// skew is the protocol version a pair speaks with both nodes on the old
+// build, with one on each, and with both upgraded.
+type skew struct{ old, mixed, upgraded int }
+
+// rollingUpgrade starts a pair of oldBin, and under writes on both nodes
+// upgrades it to newBin node by node (the replica, a hand-over, the
+// other), then rolls it back the same way, checking after each step that
+// the pair is synchronous again at the version v says and logging the
+// write outage of the step. Then it reads every acknowledged write back
+// from both nodes. It returns the pair, running oldBin again, and the
+// zone that leads.
+func rollingUpgrade(t *testing.T, oldBin, newBin string, v skew) (*testutil.Pair, testutil.Zone) {
+	p := testutil.NewPair(t, oldBin, time.Second)
+	p.Start(testutil.ZoneA)
+	p.Start(testutil.ZoneB)
+	leader := p.WaitPair(within)
+	waitSync(t, p, leader, v.old)
+
+	w := startWorkload(t, p, 2)
+	defer w.stop()
+	w.waitProgress(t, 50)
+
+	// One step: replace the replica's binary, or hand the role over.
+	step := func(name string, do func()) {
+		t.Helper()
+		from := time.Now()
+		do()
+		w.waitProgress(t, 50) // writes flow again after the step
+		t.Logf("%-32s write outage %v (%d writes acknowledged so far)", name, w.outage(from, time.Now()).Round(time.Millisecond), w.count())
+	}
+	restart := func(node testutil.Zone, bin string, version int) func() {
+		return func() {
+			t.Helper()
+			if err := p.Proc(node).Term(); err != nil {
+				t.Fatalf("stopping %v: %v", node, err)
+			}
+			p.Bin = bin
+			p.Start(node)
+			waitSync(t, p, node.Other(), version)
+		}
+	}
+	handOver := func(to testutil.Zone, version int) func() {
+		return func() {
+			t.Helper()
+			target, _ := p.Leader(to)
+			ctx, cancel := context.WithTimeout(context.Background(), within)
+			defer cancel()
+			if _, err := p.Client(to.Other()).MoveLeader(ctx, target); err != nil {
+				t.Fatalf("move-leader to %v: %v", to, err)
+			}
+			waitSync(t, p, to, version)
+		}
+	}
+
+	replica := leader.Other()
+	step("upgrade the replica ("+replica.String()+")", restart(replica, newBin, v.mixed))
+	step("hand over to it", handOver(replica, v.mixed))
+	step("upgrade the other ("+leader.String()+")", restart(leader, newBin, v.upgraded))
+	step("roll back the replica ("+leader.String()+")", restart(leader, oldBin, v.mixed))
+	step("hand back to it", handOver(leader, v.mixed))
+	step("roll back the other ("+replica.String()+")", restart(replica, oldBin, v.old))
+
+	w.stop()
+	w.verify(t, p, leader)
+	w.verify(t, p, replica)
+	p.Converged(leader)
+	return p, leader
+}
+
 // waitSync waits until leader leads synchronously (dyad_role 2) with its
-// replica (dyad_role 1) and both speak protocol version.
+// replica (dyad_role 1) and both speak protocol version. A build from
+// before protocol versions has no dyad_peer_protocol_version: it speaks 1.
 func waitSync(t *testing.T, p *testutil.Pair, leader testutil.Zone, version int) {
 	t.Helper()
+	speaks := func(n testutil.Zone) float64 {
+		v := metricOr(p, n, "dyad_peer_protocol_version", -1)
+		if v == -1 && metricOr(p, n, "dyad_role", -1) >= 0 {
+			return 1
+		}
+		return v
+	}
 	deadline := time.Now().Add(within)
 	for {
-		ok := metricOr(p, leader, "dyad_role", -1) == 2 && metricOr(p, leader.Other(), "dyad_role", -1) == 1
-		for _, n := range []testutil.Zone{leader, leader.Other()} {
-			ok = ok && metricOr(p, n, "dyad_peer_protocol_version", -1) == float64(version)
-		}
-		if ok {
+		ra, rb := metricOr(p, leader, "dyad_role", -1), metricOr(p, leader.Other(), "dyad_role", -1)
+		va, vb := speaks(leader), speaks(leader.Other())
+		if ra == 2 && rb == 1 && va == float64(version) && vb == float64(version) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no synchronous pair led by %v at protocol %d within %v (roles %v/%v, versions %v/%v)", leader, version, within,
-				metricOr(p, leader, "dyad_role", -1), metricOr(p, leader.Other(), "dyad_role", -1),
-				metricOr(p, leader, "dyad_peer_protocol_version", -1), metricOr(p, leader.Other(), "dyad_peer_protocol_version", -1))
+			t.Fatalf("no synchronous pair led by %v at protocol %d within %v (roles %v/%v, versions %v/%v)", leader, version, within, ra, rb, va, vb)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
