@@ -38,6 +38,7 @@ type clusterFlags struct {
 	fenceTimeout        optDuration
 	logRetentionBytes   int64
 	logRetentionAge     time.Duration
+	minProtocol         uint16
 	sec                 peerSecurityFlags
 }
 
@@ -114,6 +115,7 @@ func (c *clusterFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.splitBrainPolicy, "split-brain-policy", "preferred", "After a split brain in which both sides acknowledged writes alone, the preferred zone's history wins and the other node's diverged writes become conflict records (see \"dyad resolve\"). \"preferred\": the other node then resyncs and serves again at once. \"manual\": it stops serving until an operator runs \"dyad resolve accept\" on it.")
 	fl.StringVar(&c.fenceCommand, "fence-command", "", "Command run (through /bin/sh) before this node promotes itself; if it fails there is no promotion. Empty: no fencing.")
 	fl.Var(&c.fenceTimeout, "fence-timeout", "How long --fence-command may run before it is killed and counts as failed (no promotion). IPMI/Redfish power-off can take 10-60s; the node keeps heartbeating and stays replica meanwhile. Default: 5 × --peer-lease.")
+	fl.Uint16Var(&c.minProtocol, "min-protocol-version", 0, fmt.Sprintf("Lowest replication protocol version this node speaks (this build: %v). A peer that speaks none from here up is refused, with an error in the log, dyad_peer_protocol_mismatch_total and dyad status. Raise it once both nodes run builds that speak it, so that a node rolled back too far is refused instead of paired (docs/OPERATIONS.md, version skew). 0: the build's lowest.", repl.Supported()))
 	c.sec.register(fl)
 	fl.Int64Var(&c.logRetentionBytes, "log-retention-bytes", 1<<30, "Keep at most this many bytes of replication log for catch-up.")
 	fl.DurationVar(&c.logRetentionAge, "log-retention-age", 2*time.Hour, "Trim replication log entries older than this (the newest 10000 always stay). A zone away for less than this catches up from the log, not from a snapshot.")
@@ -238,6 +240,9 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 	if c.ackTimeout < c.peerLease {
 		return nil, errors.New("--ack-timeout: at least --peer-lease")
 	}
+	if own := repl.Supported(); c.minProtocol != 0 && !own.Speaks(c.minProtocol) {
+		return nil, fmt.Errorf("--min-protocol-version %d: this build speaks protocol versions %v", c.minProtocol, own)
+	}
 	if c.fenceTimeout.set && c.fenceTimeout.d <= 0 {
 		return nil, errors.New("--fence-timeout: must be greater than 0")
 	}
@@ -259,6 +264,7 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 		Bootstrap:        c.initialClusterState == "new" && preferred == p.self.name,
 		Preferred:        preferred == p.self.name,
 		ManualSplitBrain: c.splitBrainPolicy == "manual",
+		MinProtocol:      c.minProtocol,
 		Retention:        repl.Retention{MaxBytes: c.logRetentionBytes, MaxAge: int64(c.logRetentionAge), KeepLast: 10000},
 	}
 	if c.fenceCommand != "" {

@@ -49,6 +49,12 @@ type nodeStatus struct {
 	LagRevisions         *int64  `json:"lagRevisions,omitempty"`
 	PeerRoundTripSeconds float64 `json:"peerRoundTripSeconds,omitempty"`
 	RoundTripAgeSeconds  float64 `json:"roundTripAgeSeconds,omitempty"`
+	// Protocols: the replication protocol versions the node speaks;
+	// Protocol: the one the pair speaks (0: none yet); ProtocolRefused:
+	// why the node refuses its peer (version skew).
+	Protocols       string `json:"protocols,omitempty"`
+	Protocol        int    `json:"protocol,omitempty"`
+	ProtocolRefused string `json:"protocolRefused,omitempty"`
 	// Unreachable: why the endpoint did not answer.
 	Unreachable string `json:"unreachable,omitempty"`
 }
@@ -128,10 +134,10 @@ func runStatus(ctx context.Context, w io.Writer, f *statusFlags) error {
 
 func writeStatusTable(w io.Writer, nodes []nodeStatus) {
 	out := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(out, "ENDPOINT\tMEMBER\tROLE\tSYNC\tLAG\tPEER RTT\tTERM\tINDEX\tREVISION\tDB SIZE\tERRORS")
+	fmt.Fprintln(out, "ENDPOINT\tMEMBER\tROLE\tSYNC\tLAG\tPEER RTT\tPROTOCOL\tTERM\tINDEX\tREVISION\tDB SIZE\tERRORS")
 	for _, n := range nodes {
 		if n.Unreachable != "" {
-			fmt.Fprintf(out, "%s\t-\tunreachable\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Endpoint, n.Unreachable)
+			fmt.Fprintf(out, "%s\t-\tunreachable\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", n.Endpoint, n.Unreachable)
 			continue
 		}
 		role := "no primary"
@@ -151,8 +157,18 @@ func writeStatusTable(w io.Writer, nodes []nodeStatus) {
 		if n.PeerRoundTripSeconds > 0 {
 			rtt = fmt.Sprintf("%s (%s ago)", fmtSeconds(n.PeerRoundTripSeconds), fmtSeconds(n.RoundTripAgeSeconds))
 		}
-		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", n.Endpoint, n.MemberID, role, sync, lag, rtt,
-			n.Term, n.Index, n.Revision, n.DBSize, strings.Join(n.Errors, "; "))
+		proto, errs := "-", n.Errors
+		switch {
+		case n.ProtocolRefused != "":
+			proto = "refused (speaks " + n.Protocols + ")"
+			errs = append(errs[:len(errs):len(errs)], "peer refused: "+n.ProtocolRefused)
+		case n.Protocol > 0:
+			proto = fmt.Sprintf("%d (speaks %s)", n.Protocol, n.Protocols)
+		case n.Protocols != "":
+			proto = "speaks " + n.Protocols
+		}
+		fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", n.Endpoint, n.MemberID, role, sync, lag, rtt, proto,
+			n.Term, n.Index, n.Revision, n.DBSize, strings.Join(errs, "; "))
 	}
 	out.Flush()
 }
@@ -229,5 +245,8 @@ func endpointStatus(ctx context.Context, ep string, f *statusFlags) (nodeStatus,
 	ns.Sync, ns.PeerAlive, ns.LagRevisions = &sync, &alive, &lag
 	ns.PeerRoundTripSeconds = fields["peerRoundTripSeconds"].GetNumberValue()
 	ns.RoundTripAgeSeconds = fields["roundTripAgeSeconds"].GetNumberValue()
+	ns.Protocols = fields["protocols"].GetStringValue()
+	ns.Protocol = int(fields["protocol"].GetNumberValue())
+	ns.ProtocolRefused = fields["protocolRefused"].GetStringValue()
 	return ns, nil
 }

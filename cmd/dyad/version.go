@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/server"
 )
 
@@ -89,6 +90,7 @@ func (b buildInfo) write(w io.Writer) {
 	fmt.Fprintf(&sb, "Git SHA: %s\n", b.commitString())
 	fmt.Fprintf(&sb, "Module Version: %s\n", b.ModuleVersion)
 	fmt.Fprintf(&sb, "etcd API Version: %s\n", server.EtcdVersion)
+	fmt.Fprintf(&sb, "Replication Protocol Versions: %s\n", repl.Supported())
 	fmt.Fprintf(&sb, "Go Version: %s\n", b.GoVersion)
 	fmt.Fprintf(&sb, "Go OS/Arch: %s/%s\n", runtime.GOOS, runtime.GOARCH)
 	io.WriteString(w, sb.String())

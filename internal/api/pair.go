@@ -15,7 +15,10 @@ import (
 // an Empty and answers a Struct (a JSON object), so it needs no generated
 // code, and it is served with the same TLS and client certificate check as
 // the etcd services. Fields: role, sync, peerAlive (bools), lagRevisions,
-// peerRoundTripSeconds and roundTripAgeSeconds (numbers).
+// peerRoundTripSeconds and roundTripAgeSeconds (numbers), protocols (the
+// range of replication protocol versions the node speaks), protocol (the
+// version the pair speaks, 0: none) and protocolRefused (why the peer is
+// refused, empty if it is not).
 const PairStatusMethod = "/dyad.v1.Pair/Status"
 
 // pairServiceDesc describes the service by hand (built on each call, so
@@ -52,5 +55,8 @@ func pairStatus(s *server.Server) *structpb.Struct {
 		"lagRevisions":         structpb.NewNumberValue(float64(st.LagRevisions)),
 		"peerRoundTripSeconds": structpb.NewNumberValue(st.PeerRoundTrip.Seconds()),
 		"roundTripAgeSeconds":  structpb.NewNumberValue(st.RoundTripAge.Seconds()),
+		"protocols":            structpb.NewStringValue(st.Protocols),
+		"protocol":             structpb.NewNumberValue(float64(st.Protocol)),
+		"protocolRefused":      structpb.NewStringValue(st.ProtocolRefused),
 	}}
 }

@@ -17,6 +17,20 @@
 // Readers bound their history (ReaderMaxSamples), so a slow owner pushes
 // back on the peer's writer instead of growing memory.
 //
+// # Versions and the addressee
+//
+// The envelope's version field carries transport.Message.Version (the
+// protocol version the sender wrote the message in; internal/repl owns
+// their meaning). From transport.VersionAddressed on, the first 8 bytes
+// of the payload sequence are the addressee (Message.To, big-endian) and
+// the message's payload follows; Send lays them out (one copy of the
+// payload into a pooled buffer) and the receive path strips them, dropping
+// a sample too short to hold them (DroppedShort). The IDL type itself
+// never changes, so that samples of every version match on every topic
+// and a receiver can always read the version of a message it cannot
+// decode. Every reader gets every sample; the owner drops what is
+// addressed to another node.
+//
 // # Receive path
 //
 // Every reader uses dds.ReceiveNotify. When samples arrive on a topic,

@@ -1,6 +1,7 @@
 package ddsnet
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -66,9 +67,21 @@ type Net struct {
 	started bool
 	closed  bool
 
-	// Samples the readers dropped: of another cluster, and this node's own.
-	droppedForeign, droppedOwn atomic.Uint64
+	// Samples the readers dropped: of another cluster, this node's own,
+	// and envelopes too short for their version's header.
+	droppedForeign, droppedOwn, droppedShort atomic.Uint64
+
+	// sendBufs recycles the buffers Send lays an addressed envelope's
+	// payload out in (*[]byte).
+	sendBufs sync.Pool
 }
+
+// addrBytes is the size of the addressee (Message.To) that envelopes of
+// transport.VersionAddressed and later carry, big-endian, before the
+// message's payload in the sample's payload sequence. The IDL type stays
+// as it is, so that every version's samples match on every topic and a
+// node can read the version of a message it cannot decode.
+const addrBytes = 8
 
 // Dropped reports how many received samples were dropped because they
 // belong to another cluster, and because this node sent them. Counted
@@ -76,6 +89,10 @@ type Net struct {
 func (n *Net) Dropped() (otherCluster, own uint64) {
 	return n.droppedForeign.Load(), n.droppedOwn.Load()
 }
+
+// DroppedShort reports how many received samples were dropped because
+// their payload was too short for their envelope version's addressee.
+func (n *Net) DroppedShort() uint64 { return n.droppedShort.Load() }
 
 // inlet is one class's hand-over. mu is held across a take from the
 // class's reader and the offer of what it took, so that batches reach the
@@ -327,6 +344,10 @@ func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Me
 			n.droppedOwn.Add(1)
 			return
 		}
+		if h.Version >= transport.VersionAddressed && len(p) < addrBytes {
+			n.droppedShort.Add(1)
+			return
+		}
 		hdrs = append(hdrs, *h)
 		offs = append(offs, len(buf))
 		buf = append(buf, p...)
@@ -341,9 +362,15 @@ func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Me
 		if i+1 < len(offs) {
 			end = offs[i+1]
 		}
+		start := offs[i]
+		var to uint64
+		if h.Version >= transport.VersionAddressed {
+			to = binary.BigEndian.Uint64(buf[start:])
+			start += addrBytes
+		}
 		msgs[i] = transport.Message{
-			Class: c, Kind: h.Kind, Flags: h.Flags, Cluster: h.Cluster, From: h.Node,
-			Term: h.Term, Index: h.Index, Payload: buf[offs[i]:end:end],
+			Class: c, Version: h.Version, Kind: h.Kind, Flags: h.Flags, Cluster: h.Cluster, From: h.Node, To: to,
+			Term: h.Term, Index: h.Index, Payload: buf[start:end:end],
 		}
 		out[i] = &msgs[i]
 	}
@@ -355,8 +382,22 @@ func (n *Net) Send(m *transport.Message) error {
 	if m.Class >= transport.NumClasses {
 		return fmt.Errorf("ddsnet: no class %d", m.Class)
 	}
-	h := dds.Header{Kind: m.Kind, Flags: m.Flags, Cluster: n.cfg.Cluster, Node: n.cfg.Node, Term: m.Term, Index: m.Index}
-	err := n.w[m.Class].Write(&h, m.Payload)
+	h := dds.Header{Version: m.EffectiveVersion(), Kind: m.Kind, Flags: m.Flags, Cluster: n.cfg.Cluster, Node: n.cfg.Node, Term: m.Term, Index: m.Index}
+	payload := m.Payload
+	if h.Version >= transport.VersionAddressed {
+		bp, _ := n.sendBufs.Get().(*[]byte)
+		if bp == nil {
+			bp = new([]byte)
+		}
+		b := binary.BigEndian.AppendUint64((*bp)[:0], m.To)
+		payload = append(b, m.Payload...)
+		// Write serialises synchronously and keeps nothing of payload.
+		defer func() {
+			*bp = payload[:0]
+			n.sendBufs.Put(bp)
+		}()
+	}
+	err := n.w[m.Class].Write(&h, payload)
 	switch {
 	case err == nil:
 		return nil

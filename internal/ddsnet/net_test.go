@@ -326,3 +326,75 @@ func TestSendAtHighWaterMarkTimesOut(t *testing.T) {
 	g.refuseLog.Store(false)
 	drainInOrder(t, b, g, sent)
 }
+
+// The envelope carries each message's version, and from
+// transport.VersionAddressed on its addressee, without touching the
+// payload; a base-version message arrives with no addressee. A sample of
+// an addressed version too short to hold the addressee is dropped and
+// counted, not delivered with a made-up one.
+func TestVersionAndAddresseeTravel(t *testing.T) {
+	a, b, _, gb := pair(t, 7)
+	sent := []transport.Message{
+		{Class: transport.Control, Kind: 1, To: 2, Payload: []byte("base")},
+		{Class: transport.Control, Version: transport.VersionBase, Kind: 2, To: 2, Payload: []byte("base, explicit")},
+		{Class: transport.Control, Version: transport.VersionAddressed, Kind: 3, To: 2, Payload: []byte("addressed")},
+		{Class: transport.Control, Version: transport.VersionAddressed + 1, Kind: 4, To: 0xfeedface12345678, Payload: nil},
+		{Class: transport.Log, Version: transport.VersionAddressed, Kind: 5, To: 9, Payload: bytes.Repeat([]byte{5}, 1<<20)},
+	}
+	for i := range sent {
+		m := sent[i]
+		if err := a.Send(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byKind := map[uint16]*transport.Message{}
+	for range sent {
+		m := recv(t, gb)
+		byKind[m.Kind] = m
+	}
+	for _, s := range sent {
+		m := byKind[s.Kind]
+		wantV, wantTo := s.Version, s.To
+		if wantV == 0 {
+			wantV = transport.VersionBase
+		}
+		if wantV < transport.VersionAddressed {
+			wantTo = 0
+		}
+		if m.Version != wantV || m.To != wantTo || !bytes.Equal(m.Payload, s.Payload) {
+			t.Errorf("kind %d: version %d, to %x, %d payload bytes; want %d, %x, %d", s.Kind, m.Version, m.To, len(m.Payload), wantV, wantTo, len(s.Payload))
+		}
+	}
+
+	// A forged short sample: written below ddsnet, as a foreign writer would.
+	w, err := a.p.NewWriter(TopicName("dyad", transport.Control), writerQoS(transport.Control, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if k, err := w.Matched(); err == nil && k > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the forging writer never matched b's reader")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	short0 := b.DroppedShort()
+	if err := w.Write(&dds.Header{Version: transport.VersionAddressed, Kind: 7, Cluster: 7, Node: 1}, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.DroppedShort() == short0 {
+		select {
+		case m := <-gb:
+			t.Fatalf("a short addressed sample was delivered: %+v", *m)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the short sample was never dropped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

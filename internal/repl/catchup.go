@@ -70,11 +70,7 @@ func (n *Node) stepEntries(m *Message) {
 	if n.role != RoleReplica {
 		return
 	}
-	pr := n.peer
-	if pr.ID != 0 && m.From != 0 && m.From != pr.ID {
-		n.rd.Counters.StaleAnswers++
-		return
-	}
+	pr := n.peer // m is from it (Admit)
 	if m.Kind == KindCatchup {
 		if !pr.Catchup.answers(m.Term) {
 			n.rd.Counters.StaleAnswers++ // not an answer to the outstanding request
@@ -184,11 +180,7 @@ func (n *Node) stepSnapChunk(m *Message) {
 	if n.role != RoleReplica {
 		return
 	}
-	pr := n.peer
-	if pr.ID != 0 && m.From != 0 && m.From != pr.ID {
-		n.rd.Counters.StaleAnswers++ // not from the party asked
-		return
-	}
+	pr := n.peer // m is from it (Admit)
 	first := false
 	if pr.snapID == 0 {
 		if !pr.Snap.answers(m.Term) || m.Index != 0 {

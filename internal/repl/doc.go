@@ -2,8 +2,9 @@
 // (log entries at (epoch, index), the epoch history, the protocol
 // messages), the pure rules over them (divergence, solo suffixes, who
 // yields after a split brain), the failure detector that times the role
-// and read leases, and the protocol core (Node) that decides roles,
-// epochs, commits and resyncs.
+// and read leases, the protocol core (Node) that decides roles, epochs,
+// commits and resyncs, and the protocol versions a build speaks and how two
+// nodes settle on one (version.go; what a node admits at all: admit.go).
 //
 // The package is a deterministic state machine: it does no I/O, reads no
 // clock, draws no random numbers and starts no goroutine (purity_test.go

@@ -110,6 +110,7 @@ func (h *harness) start(x *hnode) {
 	x.runs++
 	cfg := x.cfg
 	cfg.ID = x.id
+	cfg.Peer = h.peerOf(x).id // as a real pair's configuration names it
 	cfg.Lease = hLease
 	cfg.Run = x.id<<32 | x.runs
 	cfg.ReqSeed = x.id<<40 | x.runs<<32
@@ -319,6 +320,14 @@ func (h *harness) counters(x *hnode, c Counters) {
 		if kv.v != 0 {
 			h.printf("%s: %s +%d", x.name, kv.name, kv.v)
 		}
+	}
+	for r, v := range c.Refused {
+		if v != 0 {
+			h.printf("%s: refused (%s) +%d", x.name, Refusal(r), v)
+		}
+	}
+	if c.ProtocolMismatch != 0 {
+		h.printf("%s: protocol mismatches +%d", x.name, c.ProtocolMismatch)
 	}
 }
 

@@ -51,9 +51,6 @@ func (n *Node) stepHeartbeat(m *Message) {
 		// is a restarted peer's new clock.
 		return
 	}
-	if m.From != 0 {
-		pr.ID = m.From
-	}
 	n.det.Heard(&hb, m.Received)
 	pr.Last, pr.Heard = hb, true
 	n.holdOff = ""
@@ -71,11 +68,7 @@ func (n *Node) stepHeartbeat(m *Message) {
 
 // stepAck takes the replica's acknowledgement of its durable index.
 func (n *Node) stepAck(m *Message) {
-	if n.peer.ID != 0 && m.From != 0 && m.From != n.peer.ID {
-		n.rd.Counters.StaleAnswers++ // from a party this node does not follow
-		return
-	}
-	switch n.role {
+	switch n.role { // from the peer, within this node's log (Admit)
 	case RoleSolo:
 		if mk := &n.peer.mark; m.Index > mk.acked && mk.epoch == n.epoch {
 			mk.acked = m.Index // progress of a replica catching up (caughtUp)
@@ -105,6 +98,7 @@ func (n *Node) stepLeaving(m *Message) {
 	// until a new run is heard.
 	n.det.PeerLeft()
 	n.peer.Heard = false
+	n.forgetProtocol()
 	if n.role == RolePrimary {
 		n.goSolo("the replica is stopping")
 	}

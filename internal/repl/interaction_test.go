@@ -13,7 +13,10 @@ import (
 // TestInteraction runs the scenario scripts of testdata/ (one pair each)
 // through the harness. Commands:
 //
-//	config a bootstrap preferred fence=fail manual  node options, before start
+//	config a bootstrap preferred fence=fail manual minproto=2 build=1..2
+//	                      node options, before start (build: the protocol
+//	                      versions the node's build speaks; minproto: its
+//	                      --min-protocol-version)
 //	start a [b]           start (or restart after a crash) from the node's disk
 //	run 3s [a]            move the clock; every live node (or only a) ticks
 //	crash b               stop b; messages to and from it are lost
@@ -33,7 +36,9 @@ import (
 //	resolve b             the operator accepts b's split brain
 //	stray a ack 5         a receives an ack of index 5 (or a snapshot
 //	                      chunk, catchup answer) from a party that is
-//	                      not its peer
+//	                      not its peer; options from=b, to=7,
+//	                      version=9, range=3..4 (a heartbeat's flags)
+//	protocol              each node's protocol versions (Node.Protocol)
 //	status                one line per node
 //	log a                 the epochs of a's log
 //	trace on|off          print every delivered message
@@ -85,6 +90,15 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 			case "manual":
 				x.cfg.ManualSplitBrain = true
 			default:
+				k, v, _ := strings.Cut(a.String(), "=")
+				switch k {
+				case "build":
+					x.cfg.build = parseRange(t, d, v)
+					continue
+				case "minproto":
+					x.cfg.MinProtocol = parseRange(t, d, v).Min
+					continue
+				}
 				t.Fatalf("%s: unknown option %s", d.Pos, a)
 			}
 		}
@@ -196,9 +210,20 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 		if err != nil {
 			t.Fatalf("%s: %v", d.Pos, err)
 		}
-		x.n.Step(Message{Kind: k, From: 99, To: x.id, Index: idx, Term: x.n.peer.Snap.Req, Received: h.now})
+		m := Message{Kind: k, From: 99, To: x.id, Index: idx, Term: x.n.peer.Snap.Req, Received: h.now}
+		for _, a := range d.CmdArgs[3:] {
+			h.strayOption(t, d, &m, a.String())
+		}
+		x.n.Step(m)
 		h.process(x)
 		h.deliver()
+	case "protocol":
+		for _, x := range h.nodes {
+			if x.n != nil {
+				p := x.n.Protocol()
+				h.printf("%s: own=%v peer=%v version=%d send=%d heartbeat=%d refused=%q", x.name, p.Own, p.Peer, p.Version, p.Send, p.Heartbeat, p.Refused)
+			}
+		}
 	case "status":
 		h.status()
 	case "log":
@@ -225,4 +250,43 @@ func parseLink(s string) (from, to string, both bool) {
 	}
 	f, t, _ := strings.Cut(s, "->")
 	return f, t, false
+}
+
+// strayOption sets one option of a stray message: its sender (a node's
+// name), addressee, version, or advertised range of protocol versions.
+func (h *harness) strayOption(t *testing.T, d *datadriven.TestData, m *Message, opt string) {
+	k, v, _ := strings.Cut(opt, "=")
+	num := func(s string) uint64 {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", d.Pos, opt, err)
+		}
+		return n
+	}
+	switch k {
+	case "from":
+		m.From = h.node(v).id
+	case "to":
+		m.To = num(v)
+	case "version":
+		m.Version = uint16(num(v))
+	case "range":
+		m.Flags = parseRange(t, d, v).Flags()
+	default:
+		t.Fatalf("%s: unknown option %s", d.Pos, opt)
+	}
+}
+
+// parseRange parses a range of protocol versions: lo..hi, or one version.
+func parseRange(t *testing.T, d *datadriven.TestData, v string) ProtocolRange {
+	lo, hi, ok := strings.Cut(v, "..")
+	if !ok {
+		hi = lo
+	}
+	a, err1 := strconv.ParseUint(lo, 10, 16)
+	b, err2 := strconv.ParseUint(hi, 10, 16)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("%s: bad range of versions %q", d.Pos, v)
+	}
+	return ProtocolRange{Min: uint16(a), Max: uint16(b)}
 }

@@ -90,6 +90,8 @@ type Node struct {
 
 	fencing, fenced bool
 
+	proto protoState // the protocol versions spoken with the peer (admit.go)
+
 	reads []readWait
 
 	rd           Ready  // what the next Ready will carry
@@ -110,6 +112,13 @@ type Config struct {
 	Drift time.Duration
 	// FreezeGrace and FreezeGraceFrom: see Detector.
 	FreezeGrace, FreezeGraceFrom time.Duration
+	// Peer is the peer's member ID (0: the sender of the first heartbeat
+	// heard; Admit takes messages from the peer only).
+	Peer uint64
+	// MinProtocol raises the lowest protocol version this node speaks (0:
+	// the build's lowest; see OwnProtocols). A peer that speaks nothing
+	// from here to the build's highest is refused.
+	MinProtocol uint16
 	// Bootstrap lets this node start a new pair alone when it holds
 	// nothing.
 	Bootstrap bool
@@ -127,6 +136,9 @@ type Config struct {
 	SnapPatience time.Duration
 	// Run identifies this run of the node (random, never 0: Detector).
 	Run uint64
+	// build is the range of protocol versions the build speaks (zero:
+	// Supported()); the scenario harness sets it to pair two builds.
+	build ProtocolRange
 	// ReqSeed is the first catch-up and snapshot request ID of this run,
 	// less one (random below 2^63, so that answers to an earlier run's
 	// requests are not taken for this run's).
@@ -155,10 +167,14 @@ type RestartState struct {
 // meaning (msg.go), the body is in the field its kind names.
 type Message struct {
 	Kind     uint16
-	From, To uint64
-	Term     uint64 // epoch term, or a request ID (KindCatchup*, KindSnap*)
-	Index    uint64
-	Flags    uint32
+	From, To uint64 // To: 0 on receipt means the receiver (older envelopes carry none)
+	// Version is the protocol version the message is written in (0:
+	// ProtocolV1). The core stamps what it sends (Protocol); Admit
+	// refuses what this node does not speak.
+	Version uint16
+	Term    uint64 // epoch term, or a request ID (KindCatchup*, KindSnap*)
+	Index   uint64
+	Flags   uint32
 
 	Entries   []Entry       // KindEntries, KindCatchup
 	Heartbeat Heartbeat     // KindHeartbeat
@@ -220,6 +236,9 @@ type Ready struct {
 	Stuck *string
 	// Counters are events to count (metrics).
 	Counters Counters
+	// Protocol changed: what this node now speaks with its peer (the
+	// driver stamps the messages it sends itself by it, and reports it).
+	Protocol *ProtocolStatus
 }
 
 // HardState is the durable protocol state to write: the meta term and
@@ -299,6 +318,11 @@ type SplitBrain struct {
 // Counters are events since the last Ready.
 type Counters struct {
 	StaleAnswers, Failovers, FalseFailovers, SoloEntered, SplitBrains int
+	// Refused counts the messages Admit dropped, by reason;
+	// ProtocolMismatch the peer's heartbeats dropped because the two
+	// nodes share no protocol version.
+	Refused          [NumRefusals]int
+	ProtocolMismatch int
 }
 
 // Status is what request goroutines need from the core, published by the

@@ -28,7 +28,8 @@ func NewNode(cfg Config, st RestartState) *Node {
 		last:    st.Last, persisted: st.Last, applied: st.Applied,
 		commit: st.Applied, nextApply: st.Applied + 1, rev: st.Rev,
 		lastEpoch: st.LastEpoch, lastSolo: st.LastSolo,
-		peer:   &Progress{},
+		peer:   &Progress{ID: cfg.Peer},
+		proto:  protoState{own: ownProtocols(cfg.build, cfg.MinProtocol)},
 		reqSeq: cfg.ReqSeed,
 	}
 	last := Last(st.Epochs).Epoch
@@ -64,11 +65,12 @@ func (n *Node) advanceClock(now int64) {
 	}
 }
 
-// Step takes a message received from the peer.
+// Step takes a received message; only what Admit lets through reaches the
+// rules.
 func (n *Node) Step(m Message) {
 	n.advanceClock(m.Received)
-	if m.From != 0 && n.peer.ID == 0 {
-		n.peer.ID = m.From
+	if !n.Admit(&m) {
+		return
 	}
 	// Kinds the core does not know (forwarded writes, member records)
 	// are the driver's.
@@ -264,7 +266,7 @@ func (n *Node) HasReady() bool {
 	return !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.Messages) > 0 ||
 		n.commit != n.handedCommit || n.commitReady() || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
 		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.SplitBrain != nil ||
-		rd.Merge != 0 || rd.HandoverResult != nil || rd.Stuck != nil || rd.Counters != Counters{}
+		rd.Merge != 0 || rd.HandoverResult != nil || rd.Stuck != nil || rd.Counters != Counters{} || rd.Protocol != nil
 }
 
 func (n *Node) commitReady() bool {
@@ -328,8 +330,9 @@ func (n *Node) Role() Role { return n.role }
 // Epochs is the epoch history (the caller must not change it).
 func (n *Node) Epochs() []EpochRecord { return n.epochs }
 
-// send queues a message to the peer.
+// send queues a message to the peer, in the version the pair speaks.
 func (n *Node) send(m Message) {
 	m.From, m.To = n.cfg.ID, n.peer.ID
+	n.stamp(&m)
 	n.rd.Messages = append(n.rd.Messages, m)
 }

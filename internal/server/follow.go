@@ -20,6 +20,15 @@ import (
 func (s *Server) onMessage(m *transport.Message) {
 	r := s.repl
 	switch m.Kind {
+	case repl.KindForward, repl.KindReply:
+		// The driver's own kinds: the core only admits them (Step
+		// admits the rest).
+		if !r.node.Admit(&repl.Message{Kind: m.Kind, From: m.From, To: m.To, Version: m.Version, Index: m.Index}) {
+			s.handleReady() // counts the refusal
+			return
+		}
+	}
+	switch m.Kind {
 	case repl.KindForward:
 		f, err := repl.DecodeForward(m.Payload)
 		if err != nil {
@@ -68,7 +77,7 @@ func (s *Server) onMessage(m *transport.Message) {
 // decode.
 func (s *Server) stepMessage(m *transport.Message) bool {
 	r := s.repl
-	cm := repl.Message{Kind: m.Kind, From: m.From, Term: m.Term, Index: m.Index, Flags: m.Flags, Received: m.Received}
+	cm := repl.Message{Kind: m.Kind, From: m.From, To: m.To, Version: m.Version, Term: m.Term, Index: m.Index, Flags: m.Flags, Received: m.Received}
 	var err error
 	switch m.Kind {
 	case repl.KindHeartbeat:

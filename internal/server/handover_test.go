@@ -498,12 +498,10 @@ func TestPairReplicaLeaving(t *testing.T) {
 	waitRole(t, b, repl.RoleReplica)
 	put(t, a.cli, "k", "v")
 
-	// A stale leaving message (an epoch the pair no longer runs in), from
-	// a third endpoint (the transport stamps the sender).
+	// A stale leaving message (an epoch the pair no longer runs in), as
+	// the replica would have sent it.
 	hbs := heartbeatLog(t, net, 1)
-	stale := net.Endpoint(0xd1ad, 3)
-	err := stale.Send(&transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: 1})
-	stale.Close()
+	err := net.Inject(0xd1ad, 2, &transport.Message{Class: transport.Control, Kind: repl.KindLeaving, Term: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,15 @@ type Metrics struct {
 	PeerSentBytes     *prometheus.CounterVec
 	PeerReceivedBytes *prometheus.CounterVec
 	PeerSentFailures  *prometheus.CounterVec
+
+	// Refused counts received replication messages the core's Admit
+	// dropped, by reason (repl.Refusal); ProtocolMismatch the peer's
+	// heartbeats refused because the two nodes share no protocol version;
+	// PeerProtocol is the version the pair speaks (0: none yet, or
+	// refused).
+	Refused          *prometheus.CounterVec
+	ProtocolMismatch prometheus.Counter
+	PeerProtocol     prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them on reg (nil: not
@@ -113,11 +122,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PeerSentBytes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcd_network_peer_sent_bytes_total", Help: "The total number of bytes sent to peers (dyad: replication messages handed to DDS, payload and envelope)."}, []string{"To"}),
 		PeerReceivedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcd_network_peer_received_bytes_total", Help: "The total number of bytes received from peers (dyad: replication messages delivered by DDS, payload and envelope)."}, []string{"From"}),
 		PeerSentFailures:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcd_network_peer_sent_failures_total", Help: "The total number of send failures to peers (dyad: replication messages DDS refused, e.g. back-pressure past the write timeout)."}, []string{"To"}),
+
+		Refused:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dyad_replication_refused_messages_total", Help: "Received replication messages dropped unread: addressed to another node (addressee), from a node other than the peer (sender), in a protocol version this node does not speak (version), or acknowledging entries this node never sent (ack)."}, []string{"reason"}),
+		ProtocolMismatch: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_peer_protocol_mismatch_total", Help: "Heartbeats of the peer refused because the two nodes share no protocol version (see dyad status and docs/OPERATIONS.md, version skew)."}),
+		PeerProtocol:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_peer_protocol_version", Help: "The replication protocol version the pair speaks: the highest both nodes speak (0: the peer is not heard yet, or refused)."}),
+	}
+	for _, why := range refusalReasons() {
+		m.Refused.WithLabelValues(why) // every reason's series exists from the start, at 0
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
 			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys, m.SnapshotsInstalled, m.StaleAnswers, m.Ticks,
-			m.PeerRoundTrip, m.PeerSentBytes, m.PeerReceivedBytes, m.PeerSentFailures)
+			m.PeerRoundTrip, m.PeerSentBytes, m.PeerReceivedBytes, m.PeerSentFailures, m.Refused, m.ProtocolMismatch, m.PeerProtocol)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
 			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)

@@ -28,6 +28,12 @@ type PairStatus struct {
 	// ago; both 0 when it has timed none since it started.
 	PeerRoundTrip time.Duration
 	RoundTripAge  time.Duration
+	// Protocols is the range of replication protocol versions this node
+	// speaks ("1..2"); Protocol the version the pair speaks (0: none
+	// yet); ProtocolRefused why the peer is refused ("": it is not).
+	Protocols       string
+	Protocol        uint16
+	ProtocolRefused string
 }
 
 // PairStatus reports the node's replication state. Lag and liveness are
@@ -43,6 +49,7 @@ func (s *Server) PairStatus() PairStatus {
 		PeerAlive:    gaugeValue(s.m.PeerAlive) == 1,
 		LagRevisions: int64(gaugeValue(s.m.LagRevisions)),
 	}
+	st.Protocols, st.Protocol, st.ProtocolRefused = s.protocolStatus()
 	st.Sync = st.PeerAlive && (role == repl.RolePrimary || role == repl.RoleReplica && s.HasLeader())
 	if at := s.rttAt.Load(); at != 0 {
 		st.PeerRoundTrip = time.Duration(s.rtt.Load())

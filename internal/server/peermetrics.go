@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,15 @@ type meteredTransport struct {
 	onMember func(*transport.Message)
 }
 
-func newMeteredTransport(tr transport.Transport, m *Metrics, peer *atomic.Uint64, onMember func(*transport.Message)) *meteredTransport {
-	return &meteredTransport{Transport: tr, m: m, peer: peer, onMember: onMember}
+// newMeteredTransport wraps tr; a batching tr stays one (meteredBatcher),
+// so that the apply loop still pulls batches from it (inbox.go) instead of
+// having the transport's delivery thread block on a full inbox.
+func newMeteredTransport(tr transport.Transport, m *Metrics, peer *atomic.Uint64, onMember func(*transport.Message)) transport.Transport {
+	t := &meteredTransport{Transport: tr, m: m, peer: peer, onMember: onMember}
+	if b, ok := tr.(transport.Batcher); ok {
+		return &meteredBatcher{meteredTransport: t, b: b}
+	}
+	return t
 }
 
 func peerLabel(id uint64) string {
@@ -55,15 +63,7 @@ func peerLabel(id uint64) string {
 // owner sees it.
 func (t *meteredTransport) Start(h transport.Handler) error {
 	return t.Transport.Start(func(msg *transport.Message) {
-		from := peerLabel(msg.From)
-		if t.seen.Swap(msg.From) != msg.From {
-			// The To series of a newly heard peer start at zero, so
-			// that rate() sees their first increase (a counter born at
-			// 1 shows none) and dashboards find them before any failure.
-			t.m.PeerSentFailures.WithLabelValues(from)
-			t.m.PeerSentBytes.WithLabelValues(from)
-		}
-		t.m.PeerReceivedBytes.WithLabelValues(from).Add(float64(envelopeBytes + len(msg.Payload)))
+		t.received(msg)
 		if msg.Kind == repl.KindMember {
 			// Beside the protocol: never queued for the apply loop.
 			t.onMember(msg)
@@ -72,6 +72,60 @@ func (t *meteredTransport) Start(h transport.Handler) error {
 		h(msg)
 	})
 }
+
+// received counts one message received from msg.From.
+func (t *meteredTransport) received(msg *transport.Message) {
+	from := peerLabel(msg.From)
+	if t.seen.Swap(msg.From) != msg.From {
+		// The To series of a newly heard peer start at zero, so that
+		// rate() sees their first increase (a counter born at 1 shows
+		// none) and dashboards find them before any failure.
+		t.m.PeerSentFailures.WithLabelValues(from)
+		t.m.PeerSentBytes.WithLabelValues(from)
+	}
+	t.m.PeerReceivedBytes.WithLabelValues(from).Add(float64(envelopeBytes + len(msg.Payload)))
+}
+
+// meteredBatcher is meteredTransport over a transport.Batcher: it counts
+// and diverts in the batch handler. A batch the consumer refuses is offered
+// again whole (transport.BatchHandler), so a batch is counted, and its
+// member records taken, only once the consumer has taken the rest of it:
+// each message is counted once, and each member record taken once.
+type meteredBatcher struct {
+	*meteredTransport
+	b transport.Batcher
+}
+
+// StartBatch implements transport.Batcher.
+func (t *meteredBatcher) StartBatch(h transport.BatchHandler) error {
+	return t.b.StartBatch(func(ms []*transport.Message) bool {
+		rest := ms
+		if slices.ContainsFunc(ms, isMember) {
+			rest = slices.DeleteFunc(slices.Clone(ms), isMember)
+		}
+		if len(rest) > 0 && !h(rest) {
+			return false // nothing taken; offered again by Resume
+		}
+		for _, msg := range ms {
+			t.received(msg)
+			if isMember(msg) {
+				t.onMember(msg) // beside the protocol: never queued
+			}
+		}
+		return true
+	})
+}
+
+func isMember(m *transport.Message) bool { return m.Kind == repl.KindMember }
+
+// Ready implements transport.Batcher.
+func (t *meteredBatcher) Ready() <-chan struct{} { return t.b.Ready() }
+
+// Resume implements transport.Batcher.
+func (t *meteredBatcher) Resume() { t.b.Resume() }
+
+// MaxBatch implements transport.Batcher.
+func (t *meteredBatcher) MaxBatch() int { return t.b.MaxBatch() }
 
 // Send counts a message queued for the peer as sent, and a refused one as
 // a failure (etcd counts a message it could not hand to the peer's stream

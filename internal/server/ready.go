@@ -38,6 +38,9 @@ func (s *Server) handleReady() {
 			r.stuckWhy.Store(&why)
 		}
 		s.countCore(rd.Counters)
+		if rd.Protocol != nil {
+			s.setProtocol(*rd.Protocol)
+		}
 		for _, sr := range rd.Serve {
 			job := catchupJob{id: sr.ID, snapshot: sr.Snapshot, req: sr.Catchup}
 			select {
@@ -133,7 +136,7 @@ func putHardState(tx storage.WriteTx, hs *repl.HardState) error {
 // sendCore sends a message of the core on the wire.
 func (s *Server) sendCore(m *repl.Message) {
 	r := s.repl
-	tm := &transport.Message{Kind: m.Kind, Term: m.Term, Index: m.Index, Flags: m.Flags}
+	tm := &transport.Message{Kind: m.Kind, Version: m.Version, To: m.To, Term: m.Term, Index: m.Index, Flags: m.Flags}
 	switch m.Kind {
 	case repl.KindHeartbeat:
 		tm.Class, tm.Payload = transport.Heartbeat, m.Heartbeat.Encode()
@@ -171,4 +174,5 @@ func (s *Server) countCore(c repl.Counters) {
 	s.m.Failovers.Add(float64(c.Failovers))
 	s.m.FalseFailovers.Add(float64(c.FalseFailovers))
 	s.m.SoloEntered.Add(float64(c.SoloEntered))
+	s.countRefusals(&c)
 }

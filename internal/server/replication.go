@@ -42,6 +42,10 @@ type ReplConfig struct {
 	// in which both sides acknowledged writes, the losing node waits for
 	// `dyad resolve accept` instead of giving up its history at once.
 	ManualSplitBrain bool
+	// MinProtocol raises the lowest replication protocol version this
+	// node speaks (--min-protocol-version; 0: the build's lowest). A peer
+	// that speaks nothing from here to the build's highest is refused.
+	MinProtocol uint16
 }
 
 // replState is the driver's half of replication: the protocol core
@@ -91,7 +95,9 @@ type replState struct {
 	leader     atomic.Uint64 // member ID of the primary this node knows (0: none)
 	leaseUntil atomic.Int64  // clock time until which this node holds its peer's lease
 	nextReq    atomic.Uint64
-	peerID     atomic.Uint64 // the peer's member ID, from its messages (0: not heard)
+	peerID     atomic.Uint64 // the peer's member ID, configured or from its heartbeats (0: not heard)
+	// proto is what the core speaks with the peer (never nil; accept.go).
+	proto atomic.Pointer[repl.ProtocolStatus]
 	// handoffUntil: until this clock time, writes that find this node
 	// not leading wait for the primary it handed over to (0: none).
 	handoffUntil atomic.Int64
@@ -136,6 +142,9 @@ func newReplState(cfg ReplConfig) *replState {
 		fwdWait:  map[uint64]*proposal{},
 		kaWait:   map[uint64]chan repl.Reply{},
 	}
+	own := repl.OwnProtocols(cfg.MinProtocol)
+	r.proto.Store(&repl.ProtocolStatus{Own: own, Send: own.Min, Heartbeat: own.Min})
+	r.tr = r.stamp(cfg.Transport)
 	r.handoverc = make(chan *handover, 1)
 	r.fenceReq, r.fenceRes = make(chan struct{}, 1), make(chan error, 1)
 	// Request IDs must differ from every earlier run's: the primary's
@@ -164,6 +173,7 @@ func (r *replState) coreConfig(id uint64) repl.Config {
 		FreezeGrace: ddsParticipantLease + r.cfg.Lease, FreezeGraceFrom: ddsParticipantLease / 2,
 		Bootstrap: r.cfg.Bootstrap, Preferred: r.cfg.Preferred, Fence: r.cfg.Fence != nil,
 		ManualSplitBrain: r.cfg.ManualSplitBrain,
+		MinProtocol:      r.cfg.MinProtocol,
 		SnapPatience:     snapPatience(r.cfg.Lease),
 		Run:              r.run,
 		// A random start keeps a restarted node from reusing the request
@@ -275,7 +285,17 @@ func (s *Server) startCore() error {
 	if err != nil {
 		return err
 	}
-	s.repl.node = repl.NewNode(s.repl.coreConfig(s.memberID), st)
+	cfg := s.repl.coreConfig(s.memberID)
+	if s.cfg.Peer != nil {
+		cfg.Peer = s.cfg.Peer.ID
+	}
+	s.repl.node = repl.NewNode(cfg, st)
+	if cfg.Peer != 0 {
+		s.repl.peerID.Store(cfg.Peer)
+	}
+	// A new core has not heard the peer: it speaks its lowest version
+	// until it does.
+	s.setProtocol(s.repl.node.Protocol())
 	s.epoch = repl.Last(st.Epochs).Epoch
 	return nil
 }

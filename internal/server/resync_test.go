@@ -34,13 +34,11 @@ func snapshotOf(t *testing.T, n *node) []byte {
 	return b
 }
 
-// inject sends msgs to every node on net from a third endpoint, as late or
-// duplicated replication traffic would arrive.
-func inject(net *transport.MemNet, msgs ...*transport.Message) error {
-	ep := net.Endpoint(0xd1ad, 99)
-	defer ep.Close()
+// inject delivers msgs as member from sends them, to the other node on
+// net, as late or duplicated replication traffic would arrive.
+func inject(net *transport.MemNet, from uint64, msgs ...*transport.Message) error {
 	for _, m := range msgs {
-		if err := ep.Send(m); err != nil {
+		if err := net.Inject(0xd1ad, from, m); err != nil {
 			return err
 		}
 	}
@@ -82,7 +80,7 @@ func TestPairIgnoresUnrequestedSnapshotAndRefusal(t *testing.T) {
 		msgs = append(msgs, &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Term: id, Index: 1, Flags: repl.FlagLogGone})
 	}
 	stale0 := counter(t, b.cfg.Metrics.StaleAnswers)
-	if err := inject(net, msgs...); err != nil {
+	if err := inject(net, 1, msgs...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -251,7 +249,7 @@ func TestPairStaleCatchupAnswerDoesNotVerify(t *testing.T) {
 		msgs = append(msgs, &transport.Message{Class: transport.Catchup, Kind: repl.KindCatchup, Term: id, Index: 1, Payload: repl.EncodeEntries(nil)})
 	}
 	stale0 := counter(t, a.cfg.Metrics.StaleAnswers)
-	if err := inject(net, msgs...); err != nil {
+	if err := inject(net, 2, msgs...); err != nil {
 		t.Fatal(err)
 	}
 	// The next live entry follows A's diverged one by index. (Message

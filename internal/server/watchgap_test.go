@@ -33,7 +33,9 @@ func serializable(t *testing.T, n *node, key string) (string, int64) {
 // before the new primary's next write (or end as compacted), never skip it.
 func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 	net := transport.NewMemNet()
-	a, b := startPair(t, net, t.TempDir(), t.TempDir())
+	a, b, logs := startPairLoggingPrimary(t, net)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
 	base := put(t, a.cli, "k", "V")
 
 	wctx, wcancel := context.WithCancel(context.Background())
@@ -65,7 +67,10 @@ func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 	net.Block(1, 2, true)
 	net.Block(2, 1, false)
 	waitRole(t, b, repl.RoleSolo)
-	waitRole(t, a, repl.RoleWaiting)
+	// The old primary waits only until it hears the new one's heartbeat
+	// (some 20 ms on the in-memory net), then follows it: the logged step
+	// down is the proof, not a role a poll may miss.
+	logs.roleChange(t, repl.RolePrimary, repl.RoleWaiting)
 	<-putDone // its outcome was unknown to the primary: either answer is honest
 	x := put(t, b.cli, "k", "X")
 	net.Block(1, 2, false)

@@ -17,6 +17,10 @@
 //   - Send never drops silently: it returns an error (ErrTimeout under
 //     sustained back-pressure, ErrClosed after Close) or the message is
 //     queued for reliable delivery.
+//   - Every other node gets every message, as DDS delivers a topic's
+//     samples to every reader; Message.To names the node it is for, and the
+//     receiver drops what is addressed to another. To travels only in
+//     envelopes of VersionAddressed and later.
 //   - The handler runs on the transport's receive goroutine(s), one at a
 //     time per Class; it must be quick and must not call Close. The Message
 //     and its Payload belong to the handler once delivered.

@@ -100,7 +100,9 @@ func (m *Mem) Start(h Handler) error {
 }
 
 // Send implements Transport: it copies m to every other endpoint whose
-// link from this node is not cut.
+// link from this node is not cut. As on DDS, every endpoint gets the copy
+// whatever m.To says (the receiver filters), and To travels only in
+// envelopes of VersionAddressed and later.
 func (m *Mem) Send(msg *Message) error {
 	select {
 	case <-m.done:
@@ -109,24 +111,43 @@ func (m *Mem) Send(msg *Message) error {
 	}
 	msg.Cluster = m.cluster
 	msg.From = m.id
-	m.net.mu.Lock()
+	return m.net.deliver(msg, m.done)
+}
+
+// Inject delivers msg as if node from of cluster had sent it, to every
+// endpoint but from whose link from it is not cut: for tests that forge a
+// node's traffic (late or duplicated messages, an impostor). It needs no
+// endpoint of from.
+func (n *MemNet) Inject(cluster, from uint64, msg *Message) error {
+	cp := *msg
+	cp.Cluster, cp.From = cluster, from
+	return n.deliver(&cp, nil)
+}
+
+// deliver copies msg (Cluster and From set) to the endpoints it reaches.
+// done is the sender's (nil: none); a closed one ends the delivery.
+func (n *MemNet) deliver(msg *Message, done <-chan struct{}) error {
+	n.mu.Lock()
 	var to []*Mem
-	for id, e := range m.net.endpoints {
-		if id != m.id && !m.net.blocked[[2]uint64{m.id, id}] && !m.net.classCut[classLink{m.id, id, msg.Class}] {
+	for id, e := range n.endpoints {
+		if id != msg.From && !n.blocked[[2]uint64{msg.From, id}] && !n.classCut[classLink{msg.From, id, msg.Class}] {
 			to = append(to, e)
 		}
 	}
-	m.net.mu.Unlock()
+	n.mu.Unlock()
 	for _, e := range to {
 		if e.cluster != msg.Cluster {
 			continue
 		}
 		cp := *msg
 		cp.Payload = append([]byte(nil), msg.Payload...)
+		if cp.EffectiveVersion() < VersionAddressed {
+			cp.To = 0 // not in that envelope
+		}
 		select {
 		case e.queues[msg.Class] <- &cp:
 		case <-e.done:
-		case <-m.done:
+		case <-done:
 			return ErrClosed
 		}
 	}

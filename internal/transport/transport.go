@@ -43,11 +43,21 @@ func (c Class) String() string {
 // decodes Payload; Kind says how to decode Payload. Their meaning belongs to
 // the protocol, not to the transport.
 type Message struct {
-	Class   Class
+	Class Class
+	// Version is the protocol version the message is written in (the
+	// envelope's version field); 0 on send means VersionBase. The sender
+	// picks it (internal/repl settles it, admit.go); a transport only lays out
+	// the envelope by it.
+	Version uint16
 	Kind    uint16
 	Flags   uint32
 	Cluster uint64 // cluster ID; a transport drops messages of other clusters
 	From    uint64 // sender node ID
+	// To is the node the message is for; 0: the sender's peer (a pair has
+	// only one). Transports deliver to every node and the receiver drops
+	// what is addressed to another. Only envelopes of VersionAddressed
+	// and later carry it: a message of an older version arrives with 0.
+	To      uint64
 	Term    uint64
 	Index   uint64
 	Payload []byte
@@ -55,6 +65,25 @@ type Message struct {
 	// message arrives (not sent on the wire), so that a busy owner still
 	// times its peer by arrival, not by when it got round to the message.
 	Received int64
+}
+
+// Envelope versions: what a transport must know of Message.Version to lay
+// out the envelope. The protocol's own versions (internal/repl) build on
+// these; every version from VersionAddressed on carries To.
+const (
+	// VersionBase is the envelope without an addressee (dyad before
+	// protocol versions; its version field was always 1).
+	VersionBase uint16 = 1
+	// VersionAddressed is the first envelope that carries To.
+	VersionAddressed uint16 = 2
+)
+
+// EffectiveVersion is m's version, 0 read as VersionBase.
+func (m *Message) EffectiveVersion() uint16 {
+	if m.Version == 0 {
+		return VersionBase
+	}
+	return m.Version
 }
 
 // Handler receives messages. See the package doc for its constraints.

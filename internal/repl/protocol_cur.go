@@ -1,0 +1,7 @@
+//go:build !dyad_protocol_next
+
+package repl
+
+// protocolNext raises MaxProtocol by one in a dyad_protocol_next build
+// (protocol_next.go); a release build speaks up to ProtocolV2.
+const protocolNext = 0
