@@ -209,7 +209,7 @@ func (h *harness) process(x *hnode) {
 			h.printf("%s: stuck: %q", x.name, *rd.Stuck)
 		}
 		for _, r := range rd.ReadStates {
-			if r.Index == 0 {
+			if r.Refused {
 				h.printf("%s: read %d refused", x.name, r.ID)
 			} else {
 				h.printf("%s: read %d served at index %d", x.name, r.ID, r.Index)

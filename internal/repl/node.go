@@ -257,10 +257,13 @@ type RoleChange struct {
 }
 
 // ReadState says that the read registered with ReadIndex(ID) may be
-// served now.
+// served now, once the entries up to Index are applied (Index is 0 on an
+// empty log: nothing to wait for), or, with Refused, that it may not be
+// served (the driver answers "no leader").
 type ReadState struct {
-	ID    uint64
-	Index uint64
+	ID      uint64
+	Index   uint64
+	Refused bool
 }
 
 // ServeRequest is a catch-up (or, with Snapshot, a snapshot) request to
