@@ -63,13 +63,15 @@ type harness struct {
 	acked   map[uint64]Entry
 	ackedTo uint64 // acked holds every index up to here (that one leader acknowledged)
 	commits map[*Node]uint64
-	split   bool // both nodes led alone at once
+	// ownCommit: the commit index a node run reached while not a replica.
+	ownCommit map[*Node]uint64
+	split     bool // both nodes led alone at once
 	// violations found by check, printed by the command that caused them.
 	violations []string
 }
 
 func newHarness() *harness {
-	h := &harness{now: 1, cut: map[[2]string]bool{}, drop: map[[2]string]map[uint16]bool{}, held: map[[2]string][]hmsg{}, holdKind: map[[2]string]uint16{}, acked: map[uint64]Entry{}, commits: map[*Node]uint64{}, out: &strings.Builder{}}
+	h := &harness{now: 1, cut: map[[2]string]bool{}, drop: map[[2]string]map[uint16]bool{}, held: map[[2]string][]hmsg{}, holdKind: map[[2]string]uint16{}, acked: map[uint64]Entry{}, commits: map[*Node]uint64{}, ownCommit: map[*Node]uint64{}, out: &strings.Builder{}}
 	for i, name := range []string{"a", "b"} {
 		h.nodes = append(h.nodes, &hnode{name: name, id: uint64(i + 1), snaps: map[uint64]*hnode{}})
 	}
@@ -208,7 +210,7 @@ func (h *harness) process(x *hnode) {
 			h.printf("%s: stuck: %q", x.name, *rd.Stuck)
 		}
 		for _, r := range rd.ReadStates {
-			if r.Index == 0 {
+			if r.Refused {
 				h.printf("%s: read %d refused", x.name, r.ID)
 			} else {
 				h.printf("%s: read %d served at index %d", x.name, r.ID, r.Index)
@@ -456,6 +458,9 @@ func (h *harness) status() {
 // that must hold after every step:
 //   - a node's commit index never decreases within a run;
 //   - two nodes never lead in the same epoch;
+//   - a replica's commit index covers only entries its leader holds (the
+//     same entry at the same index): it must not apply a suffix of its
+//     own that the leader's log lacks;
 //   - every entry a leader acknowledged is in the log of whichever node
 //     leads later, at the same index and epoch, unless both nodes led
 //     alone at once (a split brain: the loser's writes go to conflict
@@ -475,6 +480,19 @@ func (h *harness) check(x *hnode, rd *Ready) {
 		}
 	}
 	y := h.peerOf(x)
+	if x.n.role != RoleReplica {
+		h.ownCommit[x.n] = rd.Commit
+	}
+	if y.n != nil && x.n.role == RoleReplica && y.n.role.Leads() {
+		// Only what it committed as a replica: what it committed leading
+		// alone may be a split brain's (conflict records).
+		for i := h.ownCommit[x.n] + 1; i <= rd.Commit && i <= uint64(len(x.log)); i++ {
+			if i > uint64(len(y.log)) || y.log[i-1].Epoch != x.log[i-1].Epoch || string(y.log[i-1].Data) != string(x.log[i-1].Data) {
+				h.violate("%s: commit %d covers its entry %d (%s), which its leader %s does not hold", x.name, rd.Commit, i, x.log[i-1].Data, y.name)
+				break
+			}
+		}
+	}
 	if y.n != nil && x.n.role.Leads() && y.n.role.Leads() && x.n.epoch == y.n.epoch {
 		h.violate("%s and %s both lead epoch %s", x.name, y.name, x.n.epoch)
 	}

@@ -58,8 +58,15 @@ func (n *Node) stepHeartbeat(m *Message) {
 		n.holdOff = "the peer does not hear this node"
 	}
 	n.maxTerm = max(n.maxTerm, hb.MaxTerm)
-	if n.role == RoleReplica && hb.Role.Leads() && hb.Epoch == n.following && hb.Commit > n.commit {
-		// The commit index a replica knows: never past what it holds.
+	if n.role == RoleReplica && n.verified && hb.Role.Leads() && hb.Epoch == n.following && hb.Commit > n.commit {
+		// The commit index a replica knows: never past what it holds, and
+		// only over entries verified to be its leader's. Until a catch-up
+		// answer has confirmed its log as a prefix of the leader's, its
+		// suffix may be entries of its own the leader never had (written
+		// as primary, never acknowledged): the leader's commit index
+		// says nothing about them, and they must not be applied. Once
+		// verified, everything it holds is that prefix or entries taken
+		// from this leader since.
 		n.commit = min(hb.Commit, n.persisted)
 	}
 	n.evaluate()

@@ -20,7 +20,8 @@ import (
 // The log runs [1, Last]. Persisted <= Last is what the driver reported
 // durable; Commit is what may be acknowledged (synchronous epoch: the lower
 // of this node's persisted index and the replica's acknowledged one; solo:
-// this node's persisted index; a replica learns it from its leader);
+// this node's persisted index; a replica learns it from its leader,
+// once a catch-up answer verified its log as a prefix of the leader's);
 // Applied is what the driver reported applied. The rules assume only
 // Persisted <= Last; a driver that persists and applies in one transaction
 // reports both at once (Applied may then run ahead of Commit).
@@ -47,7 +48,9 @@ type Node struct {
 	// following is the epoch of the primary this replica follows.
 	following Epoch
 	// verified: a catch-up answer confirmed this replica's log is a
-	// prefix of the leader's; until then live entries are not taken.
+	// prefix of the leader's; until then live entries are not taken and
+	// the commit index does not move (it would cover entries the leader
+	// may not have).
 	verified bool
 	// lastEpoch, lastSolo: the epoch and solo flag stored with the newest
 	// entry this node holds.
@@ -273,10 +276,13 @@ type RoleChange struct {
 }
 
 // ReadState says that the read registered with ReadIndex(ID) may be
-// served now.
+// served now, once the entries up to Index are applied (Index is 0 on an
+// empty log: nothing to wait for), or, with Refused, that it may not be
+// served (the driver answers "no leader").
 type ReadState struct {
-	ID    uint64
-	Index uint64
+	ID      uint64
+	Index   uint64
+	Refused bool
 }
 
 // ServeRequest is a catch-up (or, with Snapshot, a snapshot) request to

@@ -181,10 +181,10 @@ func (n *Node) releaseReads() {
 }
 
 // failReads drops reads registered before a role change: they are
-// answered with Index 0 (not servable; the driver answers "no leader").
+// answered Refused (not servable; the driver answers "no leader").
 func (n *Node) failReads() {
 	for _, r := range n.reads {
-		n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id})
+		n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Refused: true})
 	}
 	n.reads = nil
 }

@@ -320,7 +320,7 @@ func (n *node) carryOut(rd *repl.Ready) bool {
 		if op == nil {
 			continue
 		}
-		if r.Index == 0 {
+		if r.Refused {
 			w.finish(op, Output{}, true)
 			continue
 		}
