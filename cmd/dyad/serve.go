@@ -481,9 +481,17 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 	healthSrv.Shutdown()
 	drained := make(chan struct{})
 	go func() { grpcSrv.GracefulStop(); close(drained) }()
+	// After a fatal error (a failed storage commit) the node can answer
+	// nothing more, so it does not wait the grace for streams such as
+	// watches to end: it closes them at once so that its supervisor
+	// restarts it sooner.
+	grace := f.shutdownGrace
+	if runErr != nil {
+		grace = 0
+	}
 	select {
 	case <-drained:
-	case <-time.After(f.shutdownGrace):
+	case <-time.After(grace):
 		grpcSrv.Stop()
 		<-drained
 	}

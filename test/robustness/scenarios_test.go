@@ -112,6 +112,10 @@ func diskOn(node testutil.Zone) func(h *harness) {
 	return func(h *harness) { h.diskDir = smallDisk(h, node, "64m") }
 }
 
+// fullDiskExitWithin bounds the wait for a node that hit the full disk to
+// finish stopping.
+const fullDiskExitWithin = 10 * time.Second
+
 // fullDisk fills node's filesystem for three seconds (the node may fail
 // its commits and stop; the peer takes over), then frees it.
 func fullDisk(node testutil.Zone) func(h *harness) int {
@@ -122,7 +126,13 @@ func fullDisk(node testutil.Zone) func(h *harness) int {
 		if err := os.Remove(filler); err != nil {
 			h.t.Fatal(err)
 		}
-		h.notef("freed node %v's disk; it is running: %v", node, h.p.Running(node))
+		// A node whose commit hit the full disk stops, but its shutdown
+		// may still be under way when the disk is freed: wait for it, so
+		// that the runner restarts it instead of finding it running and
+		// then having no second node to pair with. A node that never hit
+		// the full disk keeps running and costs the bound once.
+		exited := h.waitExit(node, fullDiskExitWithin)
+		h.notef("freed node %v's disk; it has exited: %v", node, exited)
 		return 1
 	}
 }
