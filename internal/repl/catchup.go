@@ -117,8 +117,18 @@ func (n *Node) followEntries(es []Entry, fromCatchup bool) {
 		}
 		return
 	}
-	if es[0].Epoch.Term < n.epoch.Term {
-		return // an old epoch's samples
+	if !fromCatchup && es[0].Epoch.Term < n.following.Term {
+		// Live samples of an epoch older than the one this replica
+		// follows (an earlier leader's, still in flight): dropped, and
+		// a gap they leave is fetched from the leader's log. The floor
+		// is the followed epoch, not this node's own newest one: a node
+		// that led an epoch of its own in a newer term (a restart that
+		// led alone without hearing the peer, then yielded) would
+		// otherwise drop every entry of its lower-term leader, catch-up
+		// answers included, and never catch up. A catch-up answer is
+		// the leader's own log after an entry it checked, whatever
+		// epochs it spans.
+		return
 	}
 	shared := n.sharedIdx() // before this batch
 	var put []EpochRecord
