@@ -1,6 +1,7 @@
 package repl
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,7 +11,9 @@ import (
 // The interaction harness: two nodes (a and b) over an in-memory network,
 // driven by scenario scripts (interaction_test.go). It plays the driver:
 // it persists and applies each Ready at once (reporting Persisted and
-// Applied together, as today's server does), answers catch-up and
+// Applied together, as today's server does), drops a suffix in place
+// unless an entry of it has data starting with "!" (an effect the server
+// cannot undo in place, such as a lease grant), answers catch-up and
 // snapshot requests from the leader's in-memory log, runs the fence
 // command, keeps conflict records and logs merges. Time is one clock
 // shared by both nodes, moved only by the script.
@@ -191,6 +194,9 @@ func (h *harness) deliver() {
 func (h *harness) process(x *hnode) {
 	for x.n != nil && x.n.HasReady() {
 		rd := x.n.Ready()
+		if rd.Truncate != 0 {
+			h.truncate(x, rd.Truncate)
+		}
 		h.persist(x, &rd)
 		peer := h.peerOf(x)
 		for _, m := range rd.Messages {
@@ -262,6 +268,34 @@ func (h *harness) persist(x *hnode, rd *Ready) {
 		}
 		x.log = append(x.log, e)
 	}
+}
+
+// truncate drops x's log after keep in place, as the driver does, unless
+// an entry of the suffix is marked as one whose effects cannot be undone
+// in place (data starting with "!").
+func (h *harness) truncate(x *hnode, keep uint64) {
+	for _, e := range x.log[keep:] {
+		if strings.HasPrefix(string(e.Data), "!") {
+			h.printf("%s: cannot drop the suffix after %d in place (entry %d)", x.name, keep, e.Index)
+			x.n.Truncated(RestartState{}, errors.New("not droppable in place"))
+			return
+		}
+	}
+	h.printf("%s: dropped %d entries after %d in place", x.name, uint64(len(x.log))-keep, keep)
+	x.log = x.log[:keep:keep]
+	var left []EpochRecord
+	for _, r := range x.epochs {
+		if r.Start <= keep {
+			left = append(left, r)
+		}
+	}
+	x.epochs = left
+	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Now: h.now}
+	if keep > 0 {
+		e := x.log[keep-1]
+		st.Last, st.LastEpoch, st.LastSolo, st.Applied, st.Rev = e.Index, e.Epoch, e.Solo, e.Index, e.Rev
+	}
+	x.n.Truncated(st, nil)
 }
 
 // effects runs the slow effects that come back as inputs.

@@ -61,8 +61,12 @@ func (n *Node) stepHeartbeat(m *Message) {
 		n.holdOff = "the peer does not hear this node"
 	}
 	n.maxTerm = max(n.maxTerm, hb.MaxTerm)
-	if n.role == RoleReplica && hb.Role.Leads() && hb.Epoch == n.following && hb.Commit > n.commit {
-		// The commit index a replica knows: never past what it holds.
+	if n.role == RoleReplica && n.verified && hb.Role.Leads() && hb.Epoch == n.following && hb.Commit > n.commit {
+		// The commit index a replica knows: never past what it holds,
+		// and only once a catch-up answer confirmed that what it holds
+		// is a prefix of the leader's log. Before that its log may end
+		// in a suffix the leader lacks (never acknowledged, about to be
+		// dropped): the leader's commit index says nothing of it.
 		n.commit = min(hb.Commit, n.persisted)
 	}
 	n.evaluate()

@@ -263,7 +263,7 @@ func (n *Node) HasReady() bool {
 	rd := &n.rd
 	return !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.Messages) > 0 ||
 		n.commit != n.handedCommit || n.commitReady() || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
-		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.SplitBrain != nil ||
+		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.Truncate != 0 || rd.SplitBrain != nil ||
 		rd.Merge != 0 || rd.HandoverResult != nil || rd.Stuck != nil || rd.Counters != Counters{}
 }
 
