@@ -25,10 +25,13 @@ const (
 
 // hnode is one node of the harness: its core and its "disk".
 type hnode struct {
-	name    string
-	id      uint64
-	cfg     Config
-	n       *Node // nil while crashed
+	name string
+	id   uint64
+	cfg  Config
+	n    *Node // nil while crashed
+	// opening: the core is made but the driver does not run it yet (it
+	// neither ticks nor takes messages): a slow open of the data file.
+	opening bool
 	runs    uint64
 	log     []Entry // index i+1 at log[i]
 	epochs  []EpochRecord
@@ -108,8 +111,24 @@ func (h *harness) peerOf(x *hnode) *hnode {
 
 func (h *harness) printf(format string, args ...any) { fmt.Fprintf(h.out, format+"\n", args...) }
 
-// start starts (or restarts) x from its disk with a new run.
+// start starts (or restarts) x from its disk with a new run, or starts
+// running x if it is opening.
 func (h *harness) start(x *hnode) {
+	if x.opening {
+		x.opening = false
+		x.lastRun = h.now
+		x.n.Start(h.now)
+		h.process(x)
+		return
+	}
+	h.open(x)
+	x.opening = false
+	x.n.Start(h.now)
+	h.process(x)
+}
+
+// open makes x's core from its disk with a new run, not yet running.
+func (h *harness) open(x *hnode) {
 	x.runs++
 	cfg := x.cfg
 	cfg.ID = x.id
@@ -124,13 +143,14 @@ func (h *harness) start(x *hnode) {
 	x.n = NewNode(cfg, st)
 	x.lastRun = h.now
 	x.frozenUntil = 0
-	h.process(x)
+	x.opening = true
 }
 
 // crash stops x: its messages in flight to and from it are lost; its disk
 // keeps what it persisted (everything, in this harness).
 func (h *harness) crash(x *hnode) {
 	x.n = nil
+	x.opening = false
 	keep := h.inflight[:0]
 	for _, m := range h.inflight {
 		if m.from != x && m.to != x {
@@ -140,7 +160,7 @@ func (h *harness) crash(x *hnode) {
 	h.inflight = keep
 }
 
-func (h *harness) alive(x *hnode) bool { return x.n != nil && h.now >= x.frozenUntil }
+func (h *harness) alive(x *hnode) bool { return x.n != nil && !x.opening && h.now >= x.frozenUntil }
 
 // run moves the clock by d: every live node ticks every hTick, and
 // messages are delivered after every round of ticks.

@@ -28,8 +28,10 @@ type Node struct {
 	cfg Config
 	det *Detector
 
-	now     int64 // the newest time given by the caller
-	started int64 // the time of the restart
+	now int64 // the newest time given by the caller
+	// started: when the driver started running this node (Start), from
+	// which the wait for the peer after a restart counts.
+	started int64
 
 	role Role
 	// epochs is the epoch history (oldest first), as persisted, plus what

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -88,4 +89,43 @@ func TestPairDropsUnacknowledgedSuffixInPlace(t *testing.T) {
 		t.Errorf("the rejoined node dropped %v suffixes in place, want 1", n)
 	}
 	t.Logf("solo write at revision %d, last at %d", solo, last)
+}
+
+// A node that led last restarts on a data file that takes longer than
+// two leases to open, and at first cannot hear its peer, which took over.
+// The two leases it waits for the peer before leading alone count from
+// when it starts running, not from before its data file was opened: it
+// must not lead before it has listened for that long, and once the peer
+// is heard it follows. (It used to lead at its first tick: a restarted
+// primary led alone about 160 ms after it started serving, before DDS
+// discovery had found the peer, and then had to yield.)
+func TestPairRestartAfterSlowOpenWaitsForPeer(t *testing.T) {
+	net := transport.NewMemNet()
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a, b := startPair(t, net, dirA, dirB)
+	put(t, a.cli, "before", "1")
+	a.stop()
+	waitRole(t, b, repl.RoleSolo)
+
+	net.Partition(1, 2, true)
+	cfg := pairConfig(net, dirA, 1, true)
+	// The slow open: the node exists but does not run yet.
+	a = startNodeAfter(t, cfg, func() { time.Sleep(3 * testLease) })
+	// A lease of the node's own running time (8 ticks of Lease/8),
+	// still without its peer: too early to lead alone.
+	deadline := time.Now().Add(20 * testLease)
+	for counter(t, cfg.Metrics.Ticks) < 8 {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted node does not tick")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := counter(t, cfg.Metrics.LeaderChanges); n != 0 {
+		t.Fatalf("the restarted node led alone %v times within a lease of starting to run", n)
+	}
+	net.Partition(1, 2, false)
+	waitRole(t, a, repl.RoleReplica)
+	if n := counter(t, cfg.Metrics.LeaderChanges); n != 0 {
+		t.Errorf("the restarted node led %v times before following its peer", n)
+	}
 }
