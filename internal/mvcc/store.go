@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/crc32"
+	"math"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -69,6 +70,26 @@ type Compaction struct {
 
 // Open rebuilds the index from the backend. leases may be nil.
 func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
+	s, err := load(be, leases, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	if s.scheduledCompact > 0 {
+		// A compaction was applied but not finished before the stop.
+		c := &Compaction{Rev: s.scheduledCompact, prev: s.compactRev, keep: s.idx.compact(s.scheduledCompact)}
+		s.compactRev = c.Rev
+		s.scheduledCompact = 0
+		if err := s.PhysicalCompact(c); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// load reads the store from the backend as it stood at revision maxRev:
+// changes above it are left out. It writes nothing; an unfinished
+// compaction is left in scheduledCompact for the caller.
+func load(be *storage.Backend, leases LeaseTracker, maxRev int64) (*Store, error) {
 	// An empty store is at revision 1, so the first change is revision 2,
 	// as in etcd.
 	s := &Store{be: be, leases: leases, idx: newIndex(), currentRev: 1}
@@ -94,6 +115,9 @@ func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
 			rev, tomb, err := ParseRevBytes(k)
 			if err != nil {
 				return false, fmt.Errorf("%w: %v", storage.ErrCorrupt, err)
+			}
+			if rev.Main > maxRev {
+				return false, nil // keys are in revision order
 			}
 			var kv mvccpb.KeyValue
 			if err := kv.Unmarshal(v); err != nil {
@@ -138,15 +162,6 @@ func Open(be *storage.Backend, leases LeaseTracker) (*Store, error) {
 		s.currentRev = s.scheduledCompact
 	}
 	s.readableRev = s.currentRev
-	if s.scheduledCompact > 0 {
-		// A compaction was applied but not finished before the stop.
-		c := &Compaction{Rev: s.scheduledCompact, prev: s.compactRev, keep: s.idx.compact(s.scheduledCompact)}
-		s.compactRev = c.Rev
-		s.scheduledCompact = 0
-		if err := s.PhysicalCompact(c); err != nil {
-			return nil, err
-		}
-	}
 	return s, nil
 }
 

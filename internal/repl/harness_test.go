@@ -1,6 +1,7 @@
 package repl
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,7 +11,9 @@ import (
 // The interaction harness: two nodes (a and b) over an in-memory network,
 // driven by scenario scripts (interaction_test.go). It plays the driver:
 // it persists and applies each Ready at once (reporting Persisted and
-// Applied together, as today's server does), answers catch-up and
+// Applied together, as today's server does), drops a suffix in place
+// unless an entry of it has data starting with "!" (an effect the server
+// cannot undo in place, such as a lease grant), answers catch-up and
 // snapshot requests from the leader's in-memory log, runs the fence
 // command, keeps conflict records and logs merges. Time is one clock
 // shared by both nodes, moved only by the script.
@@ -22,10 +25,13 @@ const (
 
 // hnode is one node of the harness: its core and its "disk".
 type hnode struct {
-	name    string
-	id      uint64
-	cfg     Config
-	n       *Node // nil while crashed
+	name string
+	id   uint64
+	cfg  Config
+	n    *Node // nil while crashed
+	// opening: the core is made but the driver does not run it yet (it
+	// neither ticks nor takes messages): a slow open of the data file.
+	opening bool
 	runs    uint64
 	log     []Entry // index i+1 at log[i]
 	epochs  []EpochRecord
@@ -107,8 +113,24 @@ func (h *harness) peerOf(x *hnode) *hnode {
 
 func (h *harness) printf(format string, args ...any) { fmt.Fprintf(h.out, format+"\n", args...) }
 
-// start starts (or restarts) x from its disk with a new run.
+// start starts (or restarts) x from its disk with a new run, or starts
+// running x if it is opening.
 func (h *harness) start(x *hnode) {
+	if x.opening {
+		x.opening = false
+		x.lastRun = h.now
+		x.n.Start(h.now)
+		h.process(x)
+		return
+	}
+	h.open(x)
+	x.opening = false
+	x.n.Start(h.now)
+	h.process(x)
+}
+
+// open makes x's core from its disk with a new run, not yet running.
+func (h *harness) open(x *hnode) {
 	x.runs++
 	cfg := x.cfg
 	cfg.ID = x.id
@@ -124,13 +146,14 @@ func (h *harness) start(x *hnode) {
 	x.n = NewNode(cfg, st)
 	x.lastRun = h.now
 	x.frozenUntil = 0
-	h.process(x)
+	x.opening = true
 }
 
 // crash stops x: its messages in flight to and from it are lost; its disk
 // keeps what it persisted (everything, in this harness).
 func (h *harness) crash(x *hnode) {
 	x.n = nil
+	x.opening = false
 	keep := h.inflight[:0]
 	for _, m := range h.inflight {
 		if m.from != x && m.to != x {
@@ -140,7 +163,7 @@ func (h *harness) crash(x *hnode) {
 	h.inflight = keep
 }
 
-func (h *harness) alive(x *hnode) bool { return x.n != nil && h.now >= x.frozenUntil }
+func (h *harness) alive(x *hnode) bool { return x.n != nil && !x.opening && h.now >= x.frozenUntil }
 
 // run moves the clock by d: every live node ticks every hTick, and
 // messages are delivered after every round of ticks.
@@ -194,6 +217,9 @@ func (h *harness) deliver() {
 func (h *harness) process(x *hnode) {
 	for x.n != nil && x.n.HasReady() {
 		rd := x.n.Ready()
+		if rd.Truncate != 0 {
+			h.truncate(x, rd.Truncate)
+		}
 		h.persist(x, &rd)
 		peer := h.peerOf(x)
 		for _, m := range rd.Messages {
@@ -265,6 +291,34 @@ func (h *harness) persist(x *hnode, rd *Ready) {
 		}
 		x.log = append(x.log, e)
 	}
+}
+
+// truncate drops x's log after keep in place, as the driver does, unless
+// an entry of the suffix is marked as one whose effects cannot be undone
+// in place (data starting with "!").
+func (h *harness) truncate(x *hnode, keep uint64) {
+	for _, e := range x.log[keep:] {
+		if strings.HasPrefix(string(e.Data), "!") {
+			h.printf("%s: cannot drop the suffix after %d in place (entry %d)", x.name, keep, e.Index)
+			x.n.Truncated(RestartState{}, errors.New("not droppable in place"))
+			return
+		}
+	}
+	h.printf("%s: dropped %d entries after %d in place", x.name, uint64(len(x.log))-keep, keep)
+	x.log = x.log[:keep:keep]
+	var left []EpochRecord
+	for _, r := range x.epochs {
+		if r.Start <= keep {
+			left = append(left, r)
+		}
+	}
+	x.epochs = left
+	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Now: h.now}
+	if keep > 0 {
+		e := x.log[keep-1]
+		st.Last, st.LastEpoch, st.LastSolo, st.Applied, st.Rev = e.Index, e.Epoch, e.Solo, e.Index, e.Rev
+	}
+	x.n.Truncated(st, nil)
 }
 
 // effects runs the slow effects that come back as inputs.

@@ -17,7 +17,10 @@ import (
 //	                      node options, before start (build: the protocol
 //	                      versions the node's build speaks; minproto: its
 //	                      --min-protocol-version)
-//	start a [b]           start (or restart after a crash) from the node's disk
+//	start a [b]           start (or restart after a crash) from the node's disk,
+//	                      or start running a node that is opening
+//	open a                make a's core from its disk without running it
+//	                      (a slow open of the data file)
 //	run 3s [a]            move the clock; every live node (or only a) ticks
 //	crash b               stop b; messages to and from it are lost
 //	restart b             crash b if it runs, then start it again
@@ -113,6 +116,8 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 			only = h.node(arg(1))
 		}
 		h.run(dur(arg(0)), only)
+	case "open":
+		h.open(h.node(arg(0)))
 	case "crash":
 		h.crash(h.node(arg(0)))
 	case "restart":

@@ -29,8 +29,10 @@ type Node struct {
 	cfg Config
 	det *Detector
 
-	now     int64 // the newest time given by the caller
-	started int64 // the time of the restart
+	now int64 // the newest time given by the caller
+	// started: when the driver started running this node (Start), from
+	// which the wait for the peer after a restart counts.
+	started int64
 
 	role Role
 	// epochs is the epoch history (oldest first), as persisted, plus what
@@ -70,6 +72,11 @@ type Node struct {
 	// catchupAt: entries of a catch-up answer being persisted end here
 	// (0: none); once persisted, the next catch-up is asked.
 	catchupAt uint64
+	// dropAt: a Ready asked the driver to drop the log after this index
+	// (Ready.Truncate) and Truncated has not reported yet (0: none). No
+	// catch-up is asked meanwhile: it would name the suffix being
+	// dropped.
+	dropAt uint64
 
 	peer *Progress
 
@@ -195,7 +202,8 @@ type Message struct {
 
 // Ready is what the driver must carry out, in this order:
 //
-//  1. persist HardState, then Entries (append after Truncate, if set);
+//  1. drop the log after Truncate (if set) and report Truncated; persist
+//     HardState, then Entries;
 //     nothing of this Ready is sent before HardState is durable;
 //  2. send Messages (each to its To; 0: the peer);
 //  3. apply CommittedEntries; answer ReadStates;
@@ -224,6 +232,14 @@ type Ready struct {
 	Snapshot []SnapshotChunk
 	// DropSnapshot: abandon any snapshot being received.
 	DropSnapshot bool
+	// Truncate (not 0): drop this replica's log after index Truncate in
+	// place, before the Entries are appended: the entries, what applying
+	// them changed, and the epoch records that start after it, in one
+	// durable step. It is a synchronous suffix its leader's log lacks,
+	// never acknowledged. Report with Truncated; a driver that cannot
+	// undo those entries' effects in place reports an error, changing
+	// nothing, and the core resyncs from a snapshot instead.
+	Truncate uint64
 	// SplitBrain: keep this node's diverged writes as conflict records,
 	// then report with ConflictsKept.
 	SplitBrain *SplitBrain

@@ -37,6 +37,20 @@ func NewNode(cfg Config, st RestartState) *Node {
 	return n
 }
 
+// Start tells the core that the driver starts running it now: it begins
+// to tick and to take messages. The wait for the peer after a restart
+// (two leases before a node that led last leads alone) counts from here,
+// not from NewNode: the driver makes the node after opening its data
+// file, but may do more before it runs, and a node that led alone at its
+// first tick had listened for its peer for no time at all. (A restarted
+// former primary led alone about 160 ms after it started serving, before
+// DDS discovery had found the peer that had taken over, and then had to
+// yield.) Without a call, the wait counts from NewNode.
+func (n *Node) Start(now int64) {
+	n.advanceClock(now)
+	n.started = n.now
+}
+
 // Tick gives the core the caller's clock (ns, monotonic, never going
 // back). The driver calls it several times per lease (Lease/8); a gap over
 // Lease/4 is taken as a freeze of this node (Detector). It sends the
@@ -265,7 +279,7 @@ func (n *Node) HasReady() bool {
 	rd := &n.rd
 	return !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.Messages) > 0 ||
 		n.commit != n.handedCommit || n.commitReady() || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
-		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.SplitBrain != nil ||
+		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.Truncate != 0 || rd.SplitBrain != nil ||
 		rd.Merge != 0 || rd.HandoverResult != nil || rd.Stuck != nil || rd.Counters != Counters{} || rd.Protocol != nil
 }
 

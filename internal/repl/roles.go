@@ -189,8 +189,9 @@ func (n *Node) leaseWithheld() bool {
 func (n *Node) fetchIfStalled(fresh bool) {
 	pr := n.peer
 	// Not while merging after a split brain: the leader would only say
-	// again that the logs diverged.
-	if !fresh || !pr.Last.Role.Leads() || pr.Last.Applied <= n.persisted || pr.Catchup.Req != 0 || pr.Snap.Req != 0 || n.mergeRev != 0 {
+	// again that the logs diverged; nor while a suffix is being dropped
+	// (the request would name it).
+	if !fresh || !pr.Last.Role.Leads() || pr.Last.Applied <= n.persisted || pr.Catchup.Req != 0 || pr.Snap.Req != 0 || n.mergeRev != 0 || n.dropAt != 0 {
 		pr.behind = 0
 		return
 	}

@@ -169,6 +169,12 @@ func (s *Server) applier(ctx context.Context) error {
 	var fenced <-chan error
 	var recvReady <-chan struct{} // a batching transport has messages (inbox.go)
 	if s.repl != nil {
+		// The wait for the peer after a start (two leases before a node
+		// that led last leads alone) counts from here, when the node
+		// starts listening, not from when its core was made: opening a
+		// large data file took longer than that, and the node led alone
+		// before it had heard anything.
+		s.repl.node.Start(s.repl.clock.Now())
 		t := time.NewTicker(s.repl.cfg.Lease / 8)
 		defer t.Stop()
 		tick, inbox, handoverc, fenced = t.C, s.repl.inbox, s.repl.handoverc, s.repl.fenceRes

@@ -48,6 +48,9 @@ type Metrics struct {
 	// they did not answer its outstanding request.
 	SnapshotsInstalled prometheus.Counter
 	StaleAnswers       prometheus.Counter
+	// SuffixesDropped counts the never-acknowledged log suffixes this node
+	// dropped in place (without a snapshot) on rejoining.
+	SuffixesDropped prometheus.Counter
 	// Ticks counts the apply loop's replication ticks (heartbeat sent,
 	// role rules evaluated; every --peer-lease/8 while the loop runs): a
 	// stalled loop shows as a counter that stops, and a test can wait for
@@ -115,6 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 		SnapshotsInstalled: prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_snapshots_installed_total", Help: "Snapshots of the leader's data file this node installed to resync."}),
 		StaleAnswers:       prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_stale_catchup_answers_total", Help: "Catch-up answers and snapshot chunks ignored because they did not answer this node's outstanding request (late, duplicate or unrequested)."}),
+		SuffixesDropped:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_suffixes_dropped_total", Help: "Log suffixes that were never acknowledged (a primary's last writes before it died) this node dropped in place on rejoining, instead of resyncing from a snapshot."}),
 		Ticks:              prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_replication_ticks_total", Help: "Replication ticks of the apply loop (a heartbeat sent and the role rules evaluated, every peer lease / 8)."}),
 
 		// etcd's buckets for the round trip (0.1 ms to 3.3 s).
@@ -132,7 +136,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Role, m.Epoch, m.CommitIndex, m.AppliedIndex, m.LagRevisions, m.LagSeconds, m.PeerAlive,
-			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys, m.SnapshotsInstalled, m.StaleAnswers, m.Ticks,
+			m.SoloSeconds, m.SoloEntered, m.Failovers, m.FalseFailovers, m.SplitBrains, m.ResyncBytes, m.ConflictKeys, m.SnapshotsInstalled, m.StaleAnswers, m.SuffixesDropped, m.Ticks,
 			m.PeerRoundTrip, m.PeerSentBytes, m.PeerReceivedBytes, m.PeerSentFailures, m.Refused, m.ProtocolMismatch, m.PeerProtocol)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,

@@ -186,7 +186,9 @@ func TestPairReplicatesAndFailsOver(t *testing.T) {
 
 // A primary cut off one way keeps entries its replica never acknowledged.
 // The replica takes over; the old primary steps down, and on rejoin drops
-// that synchronous suffix by resyncing from the new primary's snapshot.
+// that synchronous suffix (in place, as it only changed keys: see
+// rejoin_test.go) and reads what the new primary holds; its watches end
+// as compacted.
 func TestPairTruncatesUnacknowledgedSuffix(t *testing.T) {
 	net := transport.NewMemNet()
 	a, b := startPair(t, net, t.TempDir(), t.TempDir())

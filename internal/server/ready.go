@@ -11,13 +11,18 @@ import (
 )
 
 // handleReady carries out everything the core has decided, one Ready at a
-// time, in the order repl.Ready gives: persist, send, release, then the
+// time, in the order repl.Ready gives: drop a suffix, persist, send,
+// release, then the
 // rest (slow effects go off the loop and come back as inputs). Called by
 // the apply loop after every input it gives the core.
 func (s *Server) handleReady() {
 	r := s.repl
 	for r.node.HasReady() {
 		rd := r.node.Ready()
+		if rd.Truncate != 0 && s.truncateSuffix(rd.Truncate) != nil {
+			r.node.Advance()
+			return // the node stops (fail)
+		}
 		if s.persistReady(&rd) != nil {
 			r.node.Advance()
 			return // the node stops (fail); nothing of this Ready is sent

@@ -30,9 +30,20 @@ type node struct {
 
 func startNode(t testing.TB, cfg server.Config) *node {
 	t.Helper()
+	return startNodeAfter(t, cfg, nil)
+}
+
+// startNodeAfter is startNode that calls opened, when set, between
+// opening the node (server.New) and running it: the time a large data
+// file takes to open.
+func startNodeAfter(t testing.TB, cfg server.Config, opened func()) *node {
+	t.Helper()
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opened != nil {
+		opened()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &node{t: t, cfg: cfg, srv: srv, cancel: cancel, done: make(chan struct{})}

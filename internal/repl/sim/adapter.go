@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -289,6 +290,10 @@ func (n *node) carryOut(rd *repl.Ready) bool {
 	w := n.w
 	busy := !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 || len(rd.ReadStates) > 0 ||
 		rd.RoleChange != nil || len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.SplitBrain != nil || rd.Merge != 0 || rd.Stuck != nil || rd.Fence
+	if rd.Truncate != 0 {
+		busy = true
+		n.truncate(rd.Truncate)
+	}
 	n.persist(rd)
 	for _, m := range rd.Messages {
 		busy = busy || m.Kind != repl.KindHeartbeat
@@ -371,6 +376,34 @@ func (n *node) carryOut(rd *repl.Ready) bool {
 		_ = n.n.Propose([]repl.Entry{{Merge: true, Data: repl.MergeData(target), Rev: target, Time: n.now()}})
 	}
 	return busy
+}
+
+// truncate drops the log after index keep in place (Ready.Truncate), with
+// the epoch records that start after it, as one durable step, and reports
+// the outcome. Nothing above keep was applied (only committed entries
+// are, and the core asks only for a suffix it never committed), so the
+// store is rebuilt only if that ever fails to hold, and the checker then
+// sees the revision go back.
+func (n *node) truncate(keep uint64) {
+	m := &n.disk.Meta
+	if keep > uint64(n.disk.Len()) {
+		n.n.Truncated(repl.RestartState{}, fmt.Errorf("truncate after %d: the log ends at %d", keep, n.disk.Len()))
+		return
+	}
+	n.disk.TruncateAfter(int(keep))
+	eps := m.epochs[:0:0]
+	for _, r := range m.epochs {
+		if r.Start <= keep {
+			eps = append(eps, r)
+		}
+	}
+	m.epochs = eps
+	if n.applied > n.disk.Applied {
+		n.rebuild()
+		n.w.check.Visible(n.idx, n.rev)
+	}
+	n.w.tracef("node %d dropped its log after %d in place", n.idx, keep)
+	n.n.Truncated(n.restartState(), nil)
 }
 
 // persist writes the hard state at once and appends the entries; a sync

@@ -62,3 +62,13 @@ func (d *Disk[E, M]) Replace(log []E, meta M, applied uint64) {
 	d.synced = len(d.log)
 	d.Meta, d.Applied = meta, applied
 }
+
+// TruncateAfter drops every entry after the first n, durably at once (the
+// driver drops an unacknowledged suffix in one atomic commit).
+func (d *Disk[E, M]) TruncateAfter(n int) {
+	if n < len(d.log) {
+		d.log = d.log[:n:n]
+	}
+	d.synced = min(d.synced, len(d.log))
+	d.Applied = min(d.Applied, uint64(len(d.log)))
+}

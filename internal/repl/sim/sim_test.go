@@ -2,8 +2,10 @@ package sim
 
 import (
 	"bufio"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,7 +107,12 @@ func TestDeterministic(t *testing.T) {
 // no larger and still fails the same way.
 func TestShrinkKeepsTheFailure(t *testing.T) {
 	open, _ := openSeeds(t)
-	for seed, kind := range open {
+	seeds := slices.Sorted(maps.Keys(open))
+	for _, seed := range seeds {
+		kind := open[seed]
+		if kind == "porcupine-timeout" {
+			continue // depends on the machine's speed, not on the seed alone
+		}
 		s := Generate(seed, Config{})
 		r := Run(s, Config{})
 		if r.Failure == nil || r.Failure.Kind != kind {
