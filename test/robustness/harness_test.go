@@ -94,6 +94,22 @@ func (h *harness) waitExit(node testutil.Zone, within time.Duration) bool {
 	return proc.Wait(within) != testutil.ErrStillRunning
 }
 
+// armCrash arms a failpoint that crashes node at its next hit. Under
+// write traffic the hit may come before the node has answered the arming
+// request, which then fails with a closed connection: that counts as
+// armed if the node has exited.
+func (h *harness) armCrash(node testutil.Zone, name string) {
+	h.t.Helper()
+	if err := h.p.Failpoint(node, name, "1*crash"); err != nil {
+		if !h.waitExit(node, resumeWithin) {
+			h.t.Fatalf("arming %s=1*crash on %v: %v", name, node, err)
+		}
+		h.notef("node %v crashed at %s while the arming request was answered (%v)", node, name, err)
+		return
+	}
+	h.notef("armed %s=1*crash on node %v", name, node)
+}
+
 // arm arms a failpoint on node over HTTP; the test fails if it cannot.
 func (h *harness) arm(node testutil.Zone, name, term string) {
 	h.t.Helper()

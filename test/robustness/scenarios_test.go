@@ -153,7 +153,7 @@ func slowDisk(who role) func(h *harness) int {
 func crashAt(who role, name string) func(h *harness) int {
 	return func(h *harness) int {
 		n := who(h)
-		h.arm(n, name, "1*crash")
+		h.armCrash(n, name)
 		if h.waitExit(n, resumeWithin) {
 			h.notef("node %v crashed at %s", n, name)
 		} else {
@@ -177,7 +177,7 @@ func crashInCatchup(name string, at role) func(h *harness) int {
 		if n == r {
 			h.p.StartEnv(r, []string{failpoint.EnvVar + "=" + name + "=1*crash"})
 		} else {
-			h.arm(n, name, "1*crash")
+			h.armCrash(n, name)
 			h.p.Start(r)
 		}
 		if h.waitExit(n, resumeWithin) {
@@ -197,7 +197,7 @@ func crashInCatchup(name string, at role) func(h *harness) int {
 func crashInSnapshot(name string) func(h *harness) int {
 	return func(h *harness) int {
 		old := primary(h)
-		h.arm(old, failpoint.AfterCommit, "1*crash")
+		h.armCrash(old, failpoint.AfterCommit)
 		if !h.waitExit(old, resumeWithin) {
 			h.notef("node %v did not commit within %v", old, resumeWithin)
 			return 0
@@ -208,7 +208,7 @@ func crashInSnapshot(name string) func(h *harness) int {
 		if h.waitExit(old, resumeWithin) {
 			h.notef("node %v crashed at %s", old, name)
 		} else {
-			h.notef("node %v rejoined without a snapshot (its log had not diverged)", old)
+			h.notef("node %v rejoined without a snapshot (its log had not diverged, or its diverged suffix was dropped in place)", old)
 		}
 		return 2
 	}
