@@ -30,19 +30,27 @@ func (s *Server) handleReady() {
 		for i := range rd.Messages {
 			s.sendCore(&rd.Messages[i])
 		}
-		// Release before a role change: what the core committed was
-		// acknowledged even if the node steps down in the same Ready (a
-		// hand-over, once the replica acknowledged everything).
+		// The counters and a role change that keeps or starts leadership
+		// (going solo, promotion) come before the release, so that a
+		// write acknowledged alone is never seen before the node says it
+		// leads alone. A step-down comes after it: what the core
+		// committed was acknowledged even if the node steps down in the
+		// same Ready (a hand-over, once the replica acknowledged
+		// everything), and the step-down fails only what is left.
+		s.countCore(rd.Counters)
+		rc := rd.RoleChange
+		if rc != nil && !rc.SteppedDown {
+			s.applyRoleChange(rc)
+		}
 		s.releaseCommitted(rd.Commit)
-		if rd.RoleChange != nil {
-			s.applyRoleChange(rd.RoleChange)
+		if rc != nil && rc.SteppedDown {
+			s.applyRoleChange(rc)
 		}
 		s.publish()
 		if st := rd.Stuck; st != nil {
 			why := *st
 			r.stuckWhy.Store(&why)
 		}
-		s.countCore(rd.Counters)
 		if rd.Protocol != nil {
 			s.setProtocol(*rd.Protocol)
 		}
