@@ -197,6 +197,10 @@ func perfNetThroughput(ctx context.Context, n *ddsnet.Net, seq *uint64,
 		}
 		err := n.Send(&transport.Message{Class: transport.Log, Kind: perfNetDataKind, Index: sent, Payload: payload})
 		if errors.Is(err, transport.ErrTimeout) {
+			// The writer and the queue behind it are full (Send never
+			// waits on this class): give the peer a moment rather than
+			// spin against the threads that drain them.
+			time.Sleep(50 * time.Microsecond)
 			continue
 		}
 		if err != nil {

@@ -322,10 +322,9 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 			DDS:     ddsConfig(f, plan),
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
-			// The loop's sends give up long before its detector would take
-			// the stall for a freeze (lease/4); entries not sent are caught
-			// up from the log.
-			LoopSendTimeout: plan.repl.Lease / 16,
+			// The loop's sends never wait for the peer: a writer at its
+			// high-water mark queues them (up to Backlog) and refuses the
+			// rest; entries not sent are caught up from the log.
 		})
 		if err != nil {
 			return fmt.Errorf("dds: %w", err)

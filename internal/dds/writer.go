@@ -8,6 +8,7 @@ import "C"
 import (
 	"context"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -88,6 +89,20 @@ func (w *Writer) Write(h *Header, payload []byte) error {
 		return ErrClosed
 	}
 	return ddsErr("dds_write", C.dyad_write(w.handle, &hdr, ptr, C.uint32_t(len(payload))))
+}
+
+// WaitForAcks waits up to timeout until every reliable reader matched has
+// acknowledged every sample written (dds_wait_for_acks). It returns nil
+// then, an error for which errors.Is(err, ErrTimeout) holds otherwise. A
+// writer at its high-water mark takes samples again once this returns nil;
+// unlike a Write that times out, it logs nothing. Close waits for it.
+func (w *Writer) WaitForAcks(timeout time.Duration) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	return ddsErr("dds_wait_for_acks", C.dds_wait_for_acks(w.handle, C.dds_duration_t(timeout)))
 }
 
 // Matched returns the number of remote (or local) readers currently matched.

@@ -13,7 +13,7 @@
 // transient-local history grows without bound; catch-up is the explicit
 // protocol in internal/repl. The writer history high-water mark is the
 // participant-wide dds.Config.WhcHigh (at least 2 x --max-request-bytes);
-// a write blocked at the mark for SendTimeout returns transport.ErrTimeout.
+// what a writer at the mark does is under Sends.
 // Readers bound their history (ReaderMaxSamples), so a slow owner pushes
 // back on the peer's writer instead of growing memory.
 //
@@ -61,19 +61,30 @@
 //
 // # Sends
 //
-// Send is one dds_write on the caller's goroutine. At the writer's
-// high-water mark it blocks up to LoopSendTimeout (Catchup: SendTimeout) and
-// then returns transport.ErrTimeout, counted in Stats and in
-// dyad_dds_send_timeouts_total. The replication loop sends, and a stall of
-// a quarter lease looks to its detector like a freeze of the node, so
-// dyad serve bounds the loop's classes at lease/16.
+// Send is one dds_write on the caller's goroutine, and on every class but
+// Catchup it never waits for the peer (send.go): those writers refuse at
+// once at their high-water mark, and Send then copies the sample into its
+// class's backlog, where every later sample of the class queues too until
+// the backlog has drained, so the class keeps its order. The backlog is
+// bounded (Config.Backlog bytes per class, default the high-water mark);
+// beyond it Send returns transport.ErrTimeout at once. The replication
+// loop makes these sends, and a loop that waited for a slow or frozen
+// peer would stop ticking; a stall of a quarter lease looks to its
+// detector like a freeze of the node and would delay the failover the
+// peer's silence should cause. Catchup (sent off the loop) waits at the
+// mark up to SendTimeout, which paces a bulk transfer. Queued sends are
+// counted in SendBlocked (dyad_replication_send_blocked_total), refused
+// ones in SendTimeouts (dyad_dds_send_timeouts_total).
 //
 // # Goroutines and locks
 //
-// Net owns no goroutine: handlers run in Resume on the consumer's
-// goroutine (or, after Start, on Cyclone's delivery thread). Close closes the participant, readers first;
-// deleting a reader waits for a running listener. Net.mu guards
-// started/closed only and is held across StartBatch and Close. Lock order:
-// Net.mu -> inlet.mu -> the consumer's lock (inside the handler) ->
-// dds.Reader's take lock.
+// Net owns one goroutine, the flusher, which writes backlogs out (it
+// sleeps while none waits); New starts it and Close stops it before it
+// closes the participant. Handlers run in Resume on the consumer's
+// goroutine (or, after Start, on Cyclone's delivery thread). Close closes
+// the participant, readers first; deleting a reader waits for a running
+// listener. Net.mu guards started/closed only and is held across
+// StartBatch and Close. Lock order: Net.mu -> inlet.mu -> the consumer's
+// lock (inside the handler) -> dds.Reader's take lock; outlet.mu ->
+// dds.Writer.mu.
 package ddsnet

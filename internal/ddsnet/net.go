@@ -25,13 +25,11 @@ type Config struct {
 	// mark on the Catchup class (bulk transfer, sent off the replication
 	// loop). Default 2s.
 	SendTimeout time.Duration
-	// LoopSendTimeout is that bound for every other class: the
-	// replication loop sends those, so a node sets it far below its peer
-	// lease (dyad serve: lease/16); a longer stall would look to the
-	// loop's detector like a freeze of the node itself and restart its
-	// count of the peer's silence, delaying a failover. Default
-	// SendTimeout.
-	LoopSendTimeout time.Duration
+	// Backlog bounds, per class, the payload bytes that Send queues behind
+	// a writer at its high-water mark on every class but Catchup (those
+	// Sends never wait: the replication loop makes them). Default the
+	// writers' high-water mark (dds.Config.WhcHigh).
+	Backlog int
 	// ReaderMaxSamples bounds each reader's history. Default 4096.
 	ReaderMaxSamples int
 	// Batch is the most messages of one class handed over at once
@@ -57,8 +55,17 @@ type Net struct {
 	pending atomic.Bool
 	ready   chan struct{}
 
+	// out[c] is class c's send side (send.go). The flusher goroutine
+	// writes backlogs out: kick wakes it, stop ends it, flushed is closed
+	// when it has.
+	out     [transport.NumClasses]outlet
+	kick    chan struct{}
+	stop    chan struct{}
+	flushed chan struct{}
+
 	// Counters (Stats).
 	sendTimeouts atomic.Uint64
+	sendBlocked  atomic.Uint64
 	refused      atomic.Uint64
 	batches      atomic.Uint64
 	messages     atomic.Uint64
@@ -110,7 +117,8 @@ type inlet struct {
 
 // Stats are a Net's counters since New.
 type Stats struct {
-	SendTimeouts uint64 // Sends that gave up at the writer's high-water mark
+	SendTimeouts uint64 // Sends refused: their backlog was full, or (Catchup) they waited SendTimeout
+	SendBlocked  uint64 // Sends that found the writer at its high-water mark and queued behind it
 	Refused      uint64 // batches the consumer refused (its queue was full)
 	Batches      uint64 // batches handed over
 	Messages     uint64 // messages handed over
@@ -123,7 +131,8 @@ func (n *Net) Collectors() []prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
 	}
 	return []prometheus.Collector{
-		counter("dyad_dds_send_timeouts_total", "Replication sends that gave up at the DDS writer's high-water mark after SendTimeout (the message was not sent; entries are caught up from the log).", &n.sendTimeouts),
+		counter("dyad_dds_send_timeouts_total", "Replication sends refused because the DDS writer stayed at its high-water mark: the queue behind it was full, or a catch-up send waited SendTimeout (the message was not sent; entries are caught up from the log).", &n.sendTimeouts),
+		counter("dyad_replication_send_blocked_total", "Replication sends that found the DDS writer at its high-water mark (the peer not acknowledging) and were queued behind it instead of blocking the replication loop.", &n.sendBlocked),
 		counter("dyad_dds_receive_refused_batches_total", "Received batches the replication loop's full inbox refused; they waited in DDS and were offered again.", &n.refused),
 		counter("dyad_dds_receive_batches_total", "Received batches handed to the replication loop.", &n.batches),
 		counter("dyad_dds_receive_messages_total", "Received messages handed to the replication loop.", &n.messages),
@@ -132,7 +141,7 @@ func (n *Net) Collectors() []prometheus.Collector {
 
 // Stats returns the counters.
 func (n *Net) Stats() Stats {
-	return Stats{SendTimeouts: n.sendTimeouts.Load(), Refused: n.refused.Load(), Batches: n.batches.Load(), Messages: n.messages.Load()}
+	return Stats{SendTimeouts: n.sendTimeouts.Load(), SendBlocked: n.sendBlocked.Load(), Refused: n.refused.Load(), Batches: n.batches.Load(), Messages: n.messages.Load()}
 }
 
 var _ transport.Batcher = (*Net)(nil)
@@ -150,20 +159,19 @@ func TopicName(prefix string, c transport.Class) string { return prefix + "_" + 
 func bestEffort(c transport.Class) bool { return c == transport.Heartbeat }
 
 // writerQoS is the writer QoS of class c: a BEST_EFFORT writer keeps only
-// its newest sample (nothing waits for acknowledgement).
-func writerQoS(c transport.Class, sendTimeout time.Duration) dds.QoS {
+// its newest sample (nothing waits for acknowledgement). Only Catchup's
+// writer waits at the high-water mark (SendTimeout); every other one
+// refuses at once (the shortest max_blocking_time Cyclone takes) and Send
+// queues the sample behind it (send.go).
+func writerQoS(c transport.Class, cfg Config) dds.QoS {
+	wait := time.Nanosecond
+	if blocking(c) {
+		wait = cfg.SendTimeout
+	}
 	if bestEffort(c) {
-		return dds.QoS{BestEffort: true, HistoryDepth: 1, MaxBlockingTime: sendTimeout}
+		return dds.QoS{BestEffort: true, HistoryDepth: 1, MaxBlockingTime: wait}
 	}
-	return dds.QoS{MaxBlockingTime: sendTimeout}
-}
-
-// sendTimeout is the writer's max_blocking_time of class c.
-func sendTimeout(cfg Config, c transport.Class) time.Duration {
-	if c == transport.Catchup {
-		return cfg.SendTimeout
-	}
-	return cfg.LoopSendTimeout
+	return dds.QoS{MaxBlockingTime: wait}
 }
 
 // New creates the participant and the writers; Start adds the readers.
@@ -174,8 +182,11 @@ func New(cfg Config) (*Net, error) {
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 2 * time.Second
 	}
-	if cfg.LoopSendTimeout <= 0 {
-		cfg.LoopSendTimeout = cfg.SendTimeout
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = int(cfg.DDS.WhcHigh)
+		if cfg.Backlog <= 0 {
+			cfg.Backlog = dds.DefaultWhcHigh
+		}
 	}
 	if cfg.ReaderMaxSamples <= 0 {
 		cfg.ReaderMaxSamples = 4096
@@ -187,15 +198,17 @@ func New(cfg Config) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{cfg: cfg, p: p, ready: make(chan struct{}, 1)}
+	n := &Net{cfg: cfg, p: p, ready: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), flushed: make(chan struct{})}
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
-		w, err := p.NewWriter(TopicName(cfg.Prefix, c), writerQoS(c, sendTimeout(cfg, c)))
+		w, err := p.NewWriter(TopicName(cfg.Prefix, c), writerQoS(c, cfg))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("ddsnet: writer %s: %w", c, err)
 		}
 		n.w[c] = w
 	}
+	go n.flusher()
 	return n, nil
 }
 
@@ -377,39 +390,6 @@ func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Me
 	return out, taken
 }
 
-// Send implements transport.Transport.
-func (n *Net) Send(m *transport.Message) error {
-	if m.Class >= transport.NumClasses {
-		return fmt.Errorf("ddsnet: no class %d", m.Class)
-	}
-	h := dds.Header{Version: m.EffectiveVersion(), Kind: m.Kind, Flags: m.Flags, Cluster: n.cfg.Cluster, Node: n.cfg.Node, Term: m.Term, Index: m.Index}
-	payload := m.Payload
-	if h.Version >= transport.VersionAddressed {
-		bp, _ := n.sendBufs.Get().(*[]byte)
-		if bp == nil {
-			bp = new([]byte)
-		}
-		b := binary.BigEndian.AppendUint64((*bp)[:0], m.To)
-		payload = append(b, m.Payload...)
-		// Write serialises synchronously and keeps nothing of payload.
-		defer func() {
-			*bp = payload[:0]
-			n.sendBufs.Put(bp)
-		}()
-	}
-	err := n.w[m.Class].Write(&h, payload)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, dds.ErrTimeout):
-		n.sendTimeouts.Add(1)
-		return transport.ErrTimeout
-	case errors.Is(err, dds.ErrClosed):
-		return transport.ErrClosed
-	}
-	return err
-}
-
 // PeerMatched implements transport.Transport.
 func (n *Net) PeerMatched() bool {
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
@@ -434,5 +414,7 @@ func (n *Net) Close() error {
 		return nil
 	}
 	n.closed = true
+	close(n.stop)
+	<-n.flushed
 	return n.p.Close()
 }

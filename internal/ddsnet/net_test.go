@@ -154,15 +154,17 @@ func TestSendAfterClose(t *testing.T) {
 	}
 }
 
-// gate is a consumer that refuses Log batches while closed and queues
-// everything it accepts, as the replication loop's inbox does when full.
+// gate is a consumer that refuses batches of its class (zero: Log) while
+// refuseLog is set and queues everything it accepts, as the replication
+// loop's inbox does when full.
 type gate struct {
 	refuseLog atomic.Bool
+	class     transport.Class
 	got       chan *transport.Message
 }
 
 func (g *gate) offer(ms []*transport.Message) bool {
-	if ms[0].Class == transport.Log && g.refuseLog.Load() {
+	if ms[0].Class == g.class && g.refuseLog.Load() {
 		return false
 	}
 	for _, m := range ms {
@@ -236,13 +238,13 @@ func waitRefused(t *testing.T, b *Net) {
 	}
 }
 
-// drainInOrder resumes b and receives want Log messages with indexes
-// 0..want-1 in order, skipping other classes.
+// drainInOrder resumes b and receives want messages of g's class with
+// indexes 0..want-1 in order, skipping other classes.
 func drainInOrder(t *testing.T, b *Net, g *gate, want int) {
 	t.Helper()
 	for i := 0; i < want; {
 		m := next(t, b, g)
-		if m.Class != transport.Log {
+		if m.Class != g.class {
 			continue
 		}
 		if m.Index != uint64(i) || len(m.Payload) == 0 || m.Payload[0] != byte(i) {
@@ -282,19 +284,20 @@ func TestFullConsumerDoesNotStallHeartbeats(t *testing.T) {
 	}
 }
 
-// A RELIABLE Send at the writer's high-water mark (the peer's consumer
-// refuses, its reader history is full, the writer's history fills) blocks
-// for SendTimeout and then fails with ErrTimeout, counted in Stats;
-// nothing sent before it is lost.
-func TestSendAtHighWaterMarkTimesOut(t *testing.T) {
-	g := &gate{got: make(chan *transport.Message, 100000)}
+// A RELIABLE Catchup Send at the writer's high-water mark (the peer's
+// consumer refuses, its reader history is full, the writer's history
+// fills) blocks for SendTimeout and then fails with ErrTimeout, counted in
+// Stats; nothing sent before it is lost. (Catch-up is sent off the
+// replication loop and wants the peer's pace.)
+func TestCatchupSendAtHighWaterMarkTimesOut(t *testing.T) {
+	g := &gate{got: make(chan *transport.Message, 100000), class: transport.Catchup}
 	g.refuseLog.Store(true)
 	const timeout = 200 * time.Millisecond
 	cfg := Config{
 		// Another domain: the Cyclone configuration differs from the
 		// other tests' (one configuration per domain and process).
 		DDS:              dds.Config{Domain: 200 + uint32(os.Getpid()%33), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second, WhcHigh: 64 << 10},
-		LoopSendTimeout:  timeout,
+		SendTimeout:      timeout,
 		ReaderMaxSamples: 8,
 		Batch:            4,
 	}
@@ -305,7 +308,7 @@ func TestSendAtHighWaterMarkTimesOut(t *testing.T) {
 	for ; sent < 1000; sent++ {
 		payload[0] = byte(sent)
 		start := time.Now()
-		err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(sent), Payload: payload})
+		err := a.Send(&transport.Message{Class: transport.Catchup, Index: uint64(sent), Payload: payload})
 		if errors.Is(err, transport.ErrTimeout) {
 			took = time.Since(start)
 			break
@@ -320,8 +323,8 @@ func TestSendAtHighWaterMarkTimesOut(t *testing.T) {
 	if took < timeout {
 		t.Errorf("Send gave up after %v, before SendTimeout %v", took, timeout)
 	}
-	if st := a.Stats(); st.SendTimeouts != 1 {
-		t.Errorf("SendTimeouts = %d, want 1", st.SendTimeouts)
+	if st := a.Stats(); st.SendTimeouts != 1 || st.SendBlocked != 0 {
+		t.Errorf("stats %+v: want one timeout and no send queued", st)
 	}
 	g.refuseLog.Store(false)
 	drainInOrder(t, b, g, sent)
@@ -367,7 +370,7 @@ func TestVersionAndAddresseeTravel(t *testing.T) {
 	}
 
 	// A forged short sample: written below ddsnet, as a foreign writer would.
-	w, err := a.p.NewWriter(TopicName("dyad", transport.Control), writerQoS(transport.Control, time.Second))
+	w, err := a.p.NewWriter(TopicName("dyad", transport.Control), writerQoS(transport.Control, Config{SendTimeout: time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,4 +400,64 @@ func TestVersionAndAddresseeTravel(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// The replication loop sends on every class but Catchup, and a loop
+// blocked in Send stops ticking: a stall over a quarter lease looks to its
+// detector like a freeze of the node and restarts its count of the peer's
+// silence, so a peer whose reader stopped taking (frozen, or too slow)
+// would delay the failover it should cause. A Send at the writer's
+// high-water mark must therefore return without waiting for the peer.
+// What it accepted still arrives, in order, once the peer takes again,
+// and the other classes (heartbeats) pass meanwhile.
+func TestSendAtHighWaterMarkDoesNotBlock(t *testing.T) {
+	g := &gate{got: make(chan *transport.Message, 100000)}
+	g.refuseLog.Store(true)
+	cfg := Config{
+		// Another domain: the Cyclone configuration differs from the
+		// other tests' (one configuration per domain and process).
+		DDS:              dds.Config{Domain: 1 + uint32(os.Getpid()%90), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second, WhcHigh: 64 << 10},
+		Backlog:          256 << 10,
+		ReaderMaxSamples: 8,
+		Batch:            4,
+	}
+	a, b := batchPair(t, cfg, g)
+	type result struct {
+		sent int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		payload := make([]byte, 8<<10)
+		for i := 0; i < 1000; i++ {
+			payload[0] = byte(i)
+			if err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(i), Payload: payload}); err != nil {
+				done <- result{i, err}
+				return
+			}
+		}
+		done <- result{1000, nil}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Send blocked at the writer's high-water mark (stats %+v)", a.Stats())
+	}
+	if !errors.Is(r.err, transport.ErrTimeout) {
+		t.Fatalf("after %d sends of 8 KiB against a 64 KiB high-water mark: %v, want a refusal (ErrTimeout) once the queue behind the writer is full", r.sent, r.err)
+	}
+	st := a.Stats()
+	if st.SendBlocked == 0 || st.SendTimeouts != 1 {
+		t.Errorf("stats %+v: want sends counted as blocked and one refusal", st)
+	}
+	// The log is held back; a heartbeat is not.
+	if err := a.Send(&transport.Message{Class: transport.Heartbeat, Index: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, b, g); m.Class != transport.Heartbeat {
+		t.Fatalf("got %s #%d while the log was held back, want the heartbeat", m.Class, m.Index)
+	}
+	g.refuseLog.Store(false)
+	drainInOrder(t, b, g, r.sent)
 }

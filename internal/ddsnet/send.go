@@ -1,0 +1,174 @@
+package ddsnet
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/dds"
+	"github.com/dyad-db/dyad/internal/transport"
+)
+
+// flushWait bounds one wait of the flusher for the peer's acknowledgements
+// of a class whose writer is at its high-water mark, so that Close never
+// waits longer for it. It waits for acknowledgements (dds_wait_for_acks)
+// rather than retrying the write: a write refused at the mark makes
+// Cyclone log a warning, and a frozen peer would have it logged at every
+// retry.
+const flushWait = 20 * time.Millisecond
+
+// outlet is one class's send side. A class whose writer never blocks
+// (every class but Catchup) writes without waiting; a sample its writer
+// refuses at the high-water mark is copied into backlog, and so is every
+// later one of the class until backlog has drained, so that the class
+// keeps its order. The flusher writes the backlog out as the peer
+// acknowledges. mu is held across a write and the backlog it decides on
+// (non-blocking writes only); lock order: outlet.mu -> dds.Writer.mu.
+type outlet struct {
+	mu      sync.Mutex
+	backlog []queued
+	bytes   int // payload bytes in backlog
+}
+
+// queued is a sample waiting in a backlog: the header and its own copy of
+// the payload as the writer will send it (addressee included).
+type queued struct {
+	h       dds.Header
+	payload []byte
+}
+
+// blocking reports whether class c's writer waits at its high-water mark:
+// only Catchup's, whose sender is off the replication loop and wants the
+// back-pressure (a bulk transfer paced by the peer).
+func blocking(c transport.Class) bool { return c == transport.Catchup }
+
+// Send implements transport.Transport. On every class but Catchup it never
+// waits for the peer: a sample the writer refuses at its high-water mark
+// queues behind it (counted in SendBlocked) up to Config.Backlog bytes per
+// class, and beyond that Send returns transport.ErrTimeout at once
+// (counted in SendTimeouts). A Catchup Send waits at the mark up to
+// SendTimeout, then returns ErrTimeout.
+func (n *Net) Send(m *transport.Message) error {
+	if m.Class >= transport.NumClasses {
+		return fmt.Errorf("ddsnet: no class %d", m.Class)
+	}
+	select {
+	case <-n.stop:
+		return transport.ErrClosed // a backlog would never drain
+	default:
+	}
+	h := dds.Header{Version: m.EffectiveVersion(), Kind: m.Kind, Flags: m.Flags, Cluster: n.cfg.Cluster, Node: n.cfg.Node, Term: m.Term, Index: m.Index}
+	payload := m.Payload
+	if h.Version >= transport.VersionAddressed {
+		bp, _ := n.sendBufs.Get().(*[]byte)
+		if bp == nil {
+			bp = new([]byte)
+		}
+		b := binary.BigEndian.AppendUint64((*bp)[:0], m.To)
+		payload = append(b, m.Payload...)
+		// Write serialises synchronously and keeps nothing of payload;
+		// a backlog keeps its own copy.
+		defer func() {
+			*bp = payload[:0]
+			n.sendBufs.Put(bp)
+		}()
+	}
+	if blocking(m.Class) {
+		return n.sendErr(n.w[m.Class].Write(&h, payload))
+	}
+	o := &n.out[m.Class]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.backlog) == 0 {
+		err := n.w[m.Class].Write(&h, payload)
+		if !errors.Is(err, dds.ErrTimeout) {
+			return n.sendErr(err)
+		}
+		n.sendBlocked.Add(1)
+	}
+	if o.bytes+len(payload) > n.cfg.Backlog && len(o.backlog) > 0 {
+		n.sendTimeouts.Add(1)
+		return transport.ErrTimeout
+	}
+	o.backlog = append(o.backlog, queued{h: h, payload: append([]byte(nil), payload...)})
+	o.bytes += len(payload)
+	select {
+	case n.kick <- struct{}{}:
+	default: // the flusher is already due to run
+	}
+	return nil
+}
+
+// sendErr maps a write's error to the transport's, counting timeouts.
+func (n *Net) sendErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, dds.ErrTimeout):
+		n.sendTimeouts.Add(1)
+		return transport.ErrTimeout
+	case errors.Is(err, dds.ErrClosed):
+		return transport.ErrClosed
+	}
+	return err
+}
+
+// flusher writes the classes' backlogs out, oldest first, as their writers
+// take them. It is the Net's one goroutine, started by New and stopped by
+// Close (before the participant is deleted); it sleeps while no backlog
+// waits, and while one does it waits for the peer's acknowledgements on
+// the writer that refused (flushWait at a time).
+func (n *Net) flusher() {
+	defer close(n.flushed)
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.kick:
+		}
+		for {
+			stuck := transport.NumClasses
+			for c := range n.out {
+				if !n.flush(transport.Class(c)) && stuck == transport.NumClasses {
+					stuck = transport.Class(c)
+				}
+			}
+			if stuck == transport.NumClasses {
+				break
+			}
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			// Whatever the outcome (acknowledged, timed out, closed),
+			// the next round retries: a timeout only means the peer
+			// still has not caught up.
+			_ = n.w[stuck].WaitForAcks(flushWait)
+		}
+	}
+}
+
+// flush writes class c's backlog until it is empty (true) or the writer
+// refuses again (false). A write that fails otherwise (the writer closed)
+// drops the backlog: the transport is going away, and RELIABLE delivery
+// ends with it.
+func (n *Net) flush(c transport.Class) bool {
+	o := &n.out[c]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.backlog) > 0 {
+		q := &o.backlog[0]
+		err := n.w[c].Write(&q.h, q.payload)
+		if errors.Is(err, dds.ErrTimeout) {
+			return false
+		}
+		o.bytes -= len(q.payload)
+		*q = queued{}
+		o.backlog = o.backlog[1:]
+	}
+	o.backlog = nil // let the array go
+	return true
+}
