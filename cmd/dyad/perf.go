@@ -34,6 +34,7 @@ type perfJob struct {
 	ExtraXML string
 	Inline   bool
 	Net      bool // the replication path (ddsnet) instead of the raw binding
+	Pair     bool // the whole path: two dyad nodes (internal/server over ddsnet)
 	Sizes    []int
 	Count    int
 	TputDur  time.Duration
@@ -48,12 +49,15 @@ func (j perfJob) config() dds.Config {
 // hands it to a Go goroutine through the reader's channel, which is how a
 // protocol owner such as ddsnet's consumes samples.
 // "ddsnet" is the transport replication actually uses, fed to an owner
-// goroutine as the replication loop is (cmd/dyad/perf_ddsnet.go).
+// goroutine as the replication loop is (cmd/dyad/perf_ddsnet.go). "pair"
+// is the whole path: a Put on a primary replicated to its replica by the
+// real server code over ddsnet (cmd/dyad/perf_pair.go).
 var perfPaths = []struct {
 	name   string
 	inline bool
 	net    bool
-}{{"dyad-inline", true, false}, {"dyad-channel", false, false}, {"dyad-ddsnet", false, true}}
+	pair   bool
+}{{"dyad-inline", true, false, false}, {"dyad-channel", false, false, false}, {"dyad-ddsnet", false, true, false}, {"dyad-pair", false, false, true}}
 
 func perfCmd() *cobra.Command {
 	var (
@@ -80,7 +84,13 @@ to a Go goroutine, the way replication's owner goroutine consumes it) and
 dyad-ddsnet (internal/ddsnet, the transport replication uses, handing
 batches to an owner goroutine as it feeds the replication loop: ping as a
 Log message and pong as an Ack; throughput is Log messages per second
-delivered to the peer's owner, counted there).
+delivered to the peer's owner, counted there), and dyad-pair (the whole
+replication path: two dyad nodes, the real server code over ddsnet with
+fsync off; a round trip is one Put on the primary, applied and logged
+there, persisted and acknowledged by the replica, answered; throughput is
+acknowledged Puts per second of 16 concurrent writers). A last table
+splits the pair's mean write into the primary's part, the ddsnet round
+trip and the replica's part.
 Ratios are dyad ÷ ddsperf at the same size.
 
 DDS Security: --secure makes a CA, an identity per end, and governance and
@@ -161,6 +171,16 @@ func parseSizes(s string) ([]int, error) {
 // respond prints "ready" and echoes until ctx ends; ping prints one JSON
 // perf.Row per size.
 func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
+	if j.Pair {
+		switch role {
+		case "respond":
+			return perfPairRespond(ctx, j, func() { fmt.Fprintln(w, "ready") })
+		case "ping":
+			enc := json.NewEncoder(w)
+			return perfPairPing(ctx, j, func(r perf.Row) error { return enc.Encode(r) })
+		}
+		return fmt.Errorf("perf: unknown role %q", role)
+	}
 	if j.Net {
 		switch role {
 		case "respond":
@@ -316,6 +336,7 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 			bar.Describe(name)
 			a, b := v.jobA, v.jobB
 			a.Net, b.Net = path.net, path.net
+			a.Pair, b.Pair = path.pair, path.pair
 			// A path that stops making progress (seen once with DDS Security,
 			// not reproduced) becomes an error row instead of a hung run.
 			pctx, cancel := context.WithTimeout(ctx, r.pathTimeout())

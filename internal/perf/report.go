@@ -21,6 +21,7 @@ import (
 type RTT struct {
 	Count              int
 	P50, P90, P99, Max time.Duration
+	Mean               time.Duration `json:",omitempty"`
 }
 
 // Tput is a throughput summary (MB = 10^6 bytes of payload).
@@ -37,7 +38,11 @@ type Row struct {
 	Size   int
 	RTT    RTT
 	Tput   Tput
-	Err    string `json:",omitempty"`
+	// AckMean (dyad-pair only) is the primary's mean time from publishing
+	// a batch to the replica's acknowledgement of it, over the round
+	// trips: the part of a write spent on the wire and in the replica.
+	AckMean time.Duration `json:",omitempty"`
+	Err     string        `json:",omitempty"`
 }
 
 // Results is a whole run.
@@ -128,6 +133,13 @@ func (r *Results) WriteTable(w io.Writer) error {
 	for _, c := range r.cells() {
 		fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
 	}
+	if l := r.layerCells(); len(l) > 0 {
+		fmt.Fprintln(tw, "\nWhere a pair's write goes (means, same run):")
+		fmt.Fprintln(tw, strings.Join(layerHeader(), "\t")+"\t")
+		for _, c := range l {
+			fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
+		}
+	}
 	if sec := r.secureCells(); len(sec) > 0 {
 		fmt.Fprintln(tw, "\nDDS Security cost (same run):")
 		fmt.Fprintln(tw, strings.Join(secureHeader(), "\t")+"\t")
@@ -161,6 +173,13 @@ func (r *Results) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
 	for _, c := range r.cells() {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+	}
+	if l := r.layerCells(); len(l) > 0 {
+		h := layerHeader()
+		fmt.Fprintf(w, "\nWhere a pair's write goes, means in the same run (primary = put − publish→ack, replica = publish→ack − ddsnet):\n\n| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
+		for _, c := range l {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+		}
 	}
 	if sec := r.secureCells(); len(sec) > 0 {
 		h := secureHeader()
@@ -233,5 +252,44 @@ func Summarise(d []time.Duration) RTT {
 	}
 	slices.Sort(d)
 	pct := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	return RTT{Count: len(d), P50: pct(.5), P90: pct(.9), P99: pct(.99), Max: d[len(d)-1]}
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return RTT{Count: len(d), P50: pct(.5), P90: pct(.9), P99: pct(.99), Max: d[len(d)-1], Mean: sum / time.Duration(len(d))}
+}
+
+// PairSystem is the row of the whole replication path (two dyad nodes),
+// and NetSystem the row of the transport alone; the layer table splits
+// the first by the second.
+const (
+	PairSystem = "dyad-pair"
+	NetSystem  = "dyad-ddsnet"
+)
+
+func layerHeader() []string {
+	return []string{"system", "size", "put", "publish→ack", "primary", "ddsnet", "replica"}
+}
+
+// layerCells splits each pair row's mean write (put) into the primary's
+// own part (put − publish→ack: propose, apply, log, answer), the
+// transport's round trip (the ddsnet row's mean at the same size and
+// variant) and the replica's own part (publish→ack − ddsnet: take,
+// apply, persist, acknowledge). Means, since parts of percentiles do
+// not add up.
+func (r *Results) layerCells() [][]string {
+	var out [][]string
+	for _, x := range r.Rows {
+		suffix, ok := strings.CutPrefix(x.System, PairSystem)
+		if !ok || x.Err != "" || x.AckMean == 0 || x.RTT.Mean == 0 {
+			continue
+		}
+		net, _ := r.find(NetSystem+suffix, x.Size)
+		c := []string{x.System, fmt.Sprint(x.Size), dur(x.RTT.Mean), dur(x.AckMean), dur(x.RTT.Mean - x.AckMean), "-", "-"}
+		if net.Err == "" && net.RTT.Mean > 0 {
+			c[5], c[6] = dur(net.RTT.Mean), dur(x.AckMean-net.RTT.Mean)
+		}
+		out = append(out, c)
+	}
+	return out
 }

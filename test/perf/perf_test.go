@@ -17,7 +17,8 @@ import (
 
 // TestPerfSmoke runs `dyad perf` on one small size and checks that every
 // system produced a round-trip summary, that throughput was measured for
-// every system (ddsnet's counted at the receiving owner), that the report
+// every system (ddsnet's counted at the receiving owner, the pair's as
+// Puts the replica acknowledged), that the report
 // files were written, and that no namespace of the run is left.
 // It runs with --secure, so every system is also measured with DDS Security
 // (authenticated, encrypted, access-controlled) and the secured ÷ plain
@@ -54,7 +55,7 @@ func TestPerfSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"dyad-inline": false, "dyad-channel": false, "dyad-ddsnet": false}
+	want := map[string]bool{"dyad-inline": false, "dyad-channel": false, "dyad-ddsnet": false, "dyad-pair": false}
 	if haveDdsperf {
 		want["ddsperf"] = false
 	}
