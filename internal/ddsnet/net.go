@@ -118,7 +118,7 @@ type inlet struct {
 // Stats are a Net's counters since New.
 type Stats struct {
 	SendTimeouts uint64 // Sends refused: their backlog was full, or (Catchup) they waited SendTimeout
-	SendBlocked  uint64 // Sends that found the writer at its high-water mark and queued behind it
+	SendBlocked  uint64 // Sends queued behind a writer at its high-water mark
 	Refused      uint64 // batches the consumer refused (its queue was full)
 	Batches      uint64 // batches handed over
 	Messages     uint64 // messages handed over

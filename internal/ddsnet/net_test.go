@@ -461,3 +461,38 @@ func TestSendAtHighWaterMarkDoesNotBlock(t *testing.T) {
 	g.refuseLog.Store(false)
 	drainInOrder(t, b, g, r.sent)
 }
+
+// Close returns while a backlog still waits for a peer that takes nothing,
+// and a Send after it is refused as closed rather than queued.
+func TestCloseWithBacklog(t *testing.T) {
+	g := &gate{got: make(chan *transport.Message, 100000)}
+	g.refuseLog.Store(true)
+	cfg := Config{
+		DDS:              dds.Config{Domain: 1 + uint32(os.Getpid()%90), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second, WhcHigh: 64 << 10},
+		ReaderMaxSamples: 8,
+		Batch:            4,
+	}
+	a, _ := batchPair(t, cfg, g)
+	payload := make([]byte, 8<<10)
+	for i := 0; a.Stats().SendBlocked < 3; i++ {
+		if i == 1000 {
+			t.Fatal("1000 sends of 8 KiB never reached a 64 KiB high-water mark")
+		}
+		if err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(i), Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return while a backlog waited")
+	}
+	if err := a.Send(&transport.Message{Class: transport.Log, Payload: payload}); err != transport.ErrClosed {
+		t.Fatalf("Send after Close: %v, want ErrClosed", err)
+	}
+}

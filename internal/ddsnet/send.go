@@ -13,10 +13,7 @@ import (
 
 // flushWait bounds one wait of the flusher for the peer's acknowledgements
 // of a class whose writer is at its high-water mark, so that Close never
-// waits longer for it. It waits for acknowledgements (dds_wait_for_acks)
-// rather than retrying the write: a write refused at the mark makes
-// Cyclone log a warning, and a frozen peer would have it logged at every
-// retry.
+// waits longer for it.
 const flushWait = 20 * time.Millisecond
 
 // outlet is one class's send side. A class whose writer never blocks
@@ -86,7 +83,6 @@ func (n *Net) Send(m *transport.Message) error {
 		if !errors.Is(err, dds.ErrTimeout) {
 			return n.sendErr(err)
 		}
-		n.sendBlocked.Add(1)
 	}
 	if o.bytes+len(payload) > n.cfg.Backlog && len(o.backlog) > 0 {
 		n.sendTimeouts.Add(1)
@@ -94,6 +90,7 @@ func (n *Net) Send(m *transport.Message) error {
 	}
 	o.backlog = append(o.backlog, queued{h: h, payload: append([]byte(nil), payload...)})
 	o.bytes += len(payload)
+	n.sendBlocked.Add(1)
 	select {
 	case n.kick <- struct{}{}:
 	default: // the flusher is already due to run
@@ -118,8 +115,12 @@ func (n *Net) sendErr(err error) error {
 // flusher writes the classes' backlogs out, oldest first, as their writers
 // take them. It is the Net's one goroutine, started by New and stopped by
 // Close (before the participant is deleted); it sleeps while no backlog
-// waits, and while one does it waits for the peer's acknowledgements on
-// the writer that refused (flushWait at a time).
+// waits. While one does, it waits for the peer's acknowledgements on the
+// writer that refused (flushWait at a time) and tries that class again
+// only once they are all in: a write refused at the mark makes Cyclone log
+// a warning, and a frozen peer would otherwise have one logged per wait.
+// A peer that goes away is no longer waited for (nothing is unacknowledged
+// without a matched reader), so the backlog then drains.
 func (n *Net) flusher() {
 	defer close(n.flushed)
 	for {
@@ -128,11 +129,16 @@ func (n *Net) flusher() {
 			return
 		case <-n.kick:
 		}
+		waitOn := transport.NumClasses // a class not to write until its peer has acknowledged
 		for {
 			stuck := transport.NumClasses
-			for c := range n.out {
-				if !n.flush(transport.Class(c)) && stuck == transport.NumClasses {
-					stuck = transport.Class(c)
+			for c := transport.Class(0); c < transport.NumClasses; c++ {
+				refused := c == waitOn // its backlog stays: only the flusher drains backlogs
+				if !refused {
+					refused = !n.flush(c)
+				}
+				if refused && stuck == transport.NumClasses {
+					stuck = c
 				}
 			}
 			if stuck == transport.NumClasses {
@@ -143,10 +149,10 @@ func (n *Net) flusher() {
 				return
 			default:
 			}
-			// Whatever the outcome (acknowledged, timed out, closed),
-			// the next round retries: a timeout only means the peer
-			// still has not caught up.
-			_ = n.w[stuck].WaitForAcks(flushWait)
+			waitOn = transport.NumClasses
+			if err := n.w[stuck].WaitForAcks(flushWait); errors.Is(err, dds.ErrTimeout) {
+				waitOn = stuck
+			}
 		}
 	}
 }
