@@ -42,7 +42,7 @@
 // into one buffer per batch, and offers each batch to its
 // transport.BatchHandler (StartBatch), which queues it whole or refuses it
 // whole without waiting (internal/server/inbox.go). So a burst costs one
-// wake-up of the loop and no goroutine of ddsnet's own.
+// wake-up of the loop and no receiving goroutine of ddsnet's own.
 //
 // A refused batch is held and offered again, before anything newer of its
 // class, by the next Resume; behind it, samples stay in the reader's
