@@ -182,7 +182,7 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 		if err != nil {
 			t.Fatalf("%s: %v", d.Pos, err)
 		}
-		x.n.ReadIndex(id)
+		x.n.ReadIndex(id, h.now)
 		h.process(x)
 		h.deliver()
 	case "fence":

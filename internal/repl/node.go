@@ -395,8 +395,3 @@ type idxAt struct {
 	at  int64
 	idx uint64
 }
-
-// readWait is a read registered with ReadIndex.
-type readWait struct {
-	id, index uint64
-}

@@ -62,6 +62,7 @@ func (n *Node) Tick(now int64) {
 	n.splitBrainTick()
 	n.evaluate()
 	n.progressHandover()
+	n.releaseReads() // a lease or a hand-over window may have run out
 	if n.role == RoleReplica {
 		p := n.peer
 		switch {
@@ -248,19 +249,6 @@ func (n *Node) Resolve() {
 	if n.stuck != "" {
 		n.setStuck("")
 	}
-}
-
-// ReadIndex registers a linearizable read (id chosen by the caller); a
-// ReadState names it once it may be served. The primary serves once
-// commit reaches the last index it had assigned; a replica under its read
-// lease once the commit index it knows reaches what it had persisted.
-func (n *Node) ReadIndex(id uint64) {
-	idx := n.last
-	if n.role == RoleReplica {
-		idx = n.persisted
-	}
-	n.reads = append(n.reads, readWait{id: id, index: idx})
-	n.releaseReads()
 }
 
 // Leave is called as the node stops: a replica gives up its read lease

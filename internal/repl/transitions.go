@@ -161,30 +161,3 @@ func (n *Node) updateCommit() {
 	}
 	n.releaseReads()
 }
-
-// releaseReads turns every read whose index is committed into a
-// ReadState.
-func (n *Node) releaseReads() {
-	if !n.role.Leads() && !(n.role == RoleReplica && n.det.HoldsLease(n.now)) {
-		return
-	}
-	k := 0
-	for _, r := range n.reads {
-		if r.index <= n.commit {
-			n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Index: r.index})
-			continue
-		}
-		n.reads[k] = r
-		k++
-	}
-	n.reads = n.reads[:k]
-}
-
-// failReads drops reads registered before a role change: they are
-// answered Refused (not servable; the driver answers "no leader").
-func (n *Node) failReads() {
-	for _, r := range n.reads {
-		n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Refused: true})
-	}
-	n.reads = nil
-}

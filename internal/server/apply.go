@@ -168,6 +168,7 @@ func (s *Server) applier(ctx context.Context) error {
 	var handoverc <-chan *handover
 	var fenced <-chan error
 	var recvReady <-chan struct{} // a batching transport has messages (inbox.go)
+	var reads <-chan *readReq
 	if s.repl != nil {
 		// The wait for the peer after a start (two leases before a node
 		// that led last leads alone) counts from here, when the node
@@ -179,6 +180,7 @@ func (s *Server) applier(ctx context.Context) error {
 		defer t.Stop()
 		tick, inbox, handoverc, fenced = t.C, s.repl.inbox, s.repl.handoverc, s.repl.fenceRes
 		recvReady = s.repl.recvReady()
+		reads = s.repl.reads.c
 	}
 	for {
 		if s.repl != nil {
@@ -215,6 +217,8 @@ func (s *Server) applier(ctx context.Context) error {
 			s.leadBatch(p)
 		case m := <-inbox:
 			s.onMessage(m)
+		case q := <-reads:
+			s.registerReads(q)
 		case <-tick:
 			s.onTick()
 			s.m.Ticks.Inc()

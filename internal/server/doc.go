@@ -15,6 +15,9 @@
 // Read path. Reads are served by any goroutine straight from mvcc at the
 // readable (durable) revision; in a single node that is the linearizable
 // point, because every acknowledged write is durable before it is answered.
+// In a pair a linearizable read first goes through the applier to the
+// protocol core, which decides whether and when it may be served
+// (reads.go); serializable reads never do.
 //
 // Goroutines. Run owns all of them (applier, lease expiry, compactor, auto
 // compaction, watch hub) and returns only after each has stopped.

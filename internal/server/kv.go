@@ -11,7 +11,6 @@ import (
 
 	"github.com/dyad-db/dyad/internal/lease"
 	"github.com/dyad-db/dyad/internal/mvcc"
-	"github.com/dyad-db/dyad/internal/repl"
 )
 
 // toGRPC maps internal errors to etcd's gRPC errors.
@@ -237,10 +236,8 @@ func (s *Server) checkSpace(cost int) error {
 }
 
 // linearizable makes a read linearizable in a pair (brief: "Reads and
-// headers"): the replica serves its applied revision while it holds its
-// read lease; the primary waits until the commit revision reaches the last
-// revision assigned when the read arrived (and needs its role lease); a
-// node leading alone serves at once; a node without a primary refuses.
+// headers"): the protocol core decides whether and when it may be served
+// (readIndex; the rules are internal/repl's reads.go).
 func (s *Server) linearizable(ctx context.Context) error {
 	if s.repl == nil {
 		return nil
@@ -249,20 +246,5 @@ func (s *Server) linearizable(ctx context.Context) error {
 		// Its storage failed: the node is leaving the pair.
 		return rpctypes.ErrGRPCStopped
 	}
-	// Handing the role over: wait for the new primary rather than refuse.
-	s.awaitLeader(ctx)
-	switch s.Role() {
-	case repl.RoleSolo:
-		return nil
-	case repl.RoleReplica:
-		if s.HasLeader() {
-			return nil
-		}
-	case repl.RolePrimary:
-		if s.HasLeader() {
-			_, assigned, _ := s.store.Revs()
-			return s.waitVisible(ctx, assigned)
-		}
-	}
-	return rpctypes.ErrGRPCNoLeader
+	return s.readIndex(ctx)
 }

@@ -47,6 +47,7 @@ func (s *Server) handleReady() {
 			s.applyRoleChange(rc)
 		}
 		s.publish()
+		s.answerReads(rd.ReadStates)
 		if st := rd.Stuck; st != nil {
 			why := *st
 			r.stuckWhy.Store(&why)

@@ -105,6 +105,8 @@ type replState struct {
 	// about to be replaced, so the replica holds no read lease meanwhile
 	// (HasLeader).
 	resyncing atomic.Bool
+	// reads: linearizable reads on their way to the core (reads.go).
+	reads readQueue
 	// Guarded by Server.mu.
 	fwdWait map[uint64]*proposal
 	kaWait  map[uint64]chan repl.Reply
@@ -139,6 +141,7 @@ func newReplState(cfg ReplConfig) *replState {
 		inbox:    make(chan *transport.Message, 4096),
 		catchupc: make(chan catchupJob, 16),
 		dedup:    newDedup(1 << 16),
+		reads:    newReadQueue(),
 		fwdWait:  map[uint64]*proposal{},
 		kaWait:   map[uint64]chan repl.Reply{},
 	}

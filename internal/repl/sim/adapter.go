@@ -230,18 +230,22 @@ func (n *node) take(op *Op) {
 	case op.in.Put && st.Role == repl.RoleReplica && st.Leader != 0:
 		n.puts[op.id] = op
 		n.w.net.Send(Packet{From: n.idx, To: int(st.Leader - 1), Payload: fwdWrite{origin: n.id, id: op.id, key: op.in.Key, value: op.in.Value}})
-	case !op.in.Put && n.hasLeader(st):
+	case !op.in.Put:
+		// The core alone decides whether and when a read is served, as
+		// in the server: it refuses a read it may not serve.
 		n.reads[op.id] = op
-		n.n.ReadIndex(op.id)
+		n.n.ReadIndex(op.id, n.now())
 	default:
 		n.w.finish(op, Output{}, true) // no leader
 	}
 	n.process()
 }
 
-// hasLeader is the driver's gate for linearizable reads (the server's
-// HasLeader): a solo leader always; a primary or a replica while it holds
-// its peer's lease; a replica replacing its state from a snapshot never.
+// hasLeader is what the server reports as HasLeader: a solo leader
+// always; a primary or a replica while it holds its peer's lease; a
+// replica replacing its state from a snapshot never. The checker takes a
+// primary without it for one that serves nothing (reads go through the
+// core's ReadIndex, which applies its own rules).
 func (n *node) hasLeader(st repl.Status) bool {
 	switch st.Role {
 	case repl.RoleSolo:

@@ -1,0 +1,153 @@
+package repl
+
+// Linearizable reads (docs/ARCHITECTURE.md, "Reads and headers"). The
+// driver registers each read with ReadIndex as it arrives; the core
+// answers it with a ReadState: served at an index (the driver reads once
+// everything up to it is visible), or refused (etcd's "no leader"). These
+// are the only rules for when a read may be served; the driver adds none.
+//
+// A read is served only by a node that may serve one now (mayServe):
+//   - a node leading alone, at once: every write it acknowledged is in its
+//     own state, and nobody else acknowledges writes while it leads alone
+//     (it went solo only once its replica's read lease had run out);
+//   - the primary while it holds its role lease, once its commit index
+//     covers the last index it had sequenced when the read arrived: every
+//     write acknowledged before the read began is in that prefix;
+//   - the replica while it holds its read lease and is not replacing its
+//     state from a snapshot, once what it had durable when the read arrived
+//     is safe to show (replicaSafe).
+//
+// A node that may not serve refuses at once, except a node handing the
+// primary role over (or just handed it over, until handoffUntil): its read
+// is parked until the node serves again in its new role (the peer leads
+// and this node follows it under a read lease), then registered as if it
+// had arrived then. A parked read that finds the window closed is refused.
+//
+// A registered read whose node loses the lease it was registered under,
+// or changes role, is refused: it is answered as a read arriving then
+// would be, never held past what the lease vouched for. Within a hand-over
+// window it is parked again instead.
+
+// readWait is a read registered with ReadIndex.
+type readWait struct {
+	id, index uint64
+	// parked: arrived while this node was handing over and could not
+	// serve; index is not yet set.
+	parked bool
+}
+
+// ReadIndex registers linearizable read id (chosen by the caller, unique
+// among the reads not yet answered) at the caller's time now. A ReadState
+// naming it comes in a later Ready (or this one): served, once the entries
+// up to its Index are visible, or refused.
+func (n *Node) ReadIndex(id uint64, now int64) {
+	n.advanceClock(now)
+	switch {
+	case n.mayServe():
+		n.reads = append(n.reads, readWait{id: id, index: n.readIndex()})
+	case n.now < n.handoffUntil:
+		n.reads = append(n.reads, readWait{id: id, parked: true})
+	default:
+		n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: id, Refused: true})
+		return
+	}
+	n.releaseReads()
+}
+
+// mayServe reports whether this node may serve a linearizable read now
+// (the gate: the index to wait for comes from readIndex).
+func (n *Node) mayServe() bool {
+	switch n.role {
+	case RoleSolo:
+		return true
+	case RolePrimary:
+		return n.det.HoldsLease(n.now)
+	case RoleReplica:
+		return n.det.HoldsLease(n.now) && n.peer.Snap.Req == 0
+	}
+	return false
+}
+
+// readIndex is the index a read arriving now must see: the leader's last
+// sequenced entry, or what the replica holds durable (every write its
+// primary acknowledged is durable here first).
+func (n *Node) readIndex() uint64 {
+	if n.role == RoleReplica {
+		return n.persisted
+	}
+	return n.last
+}
+
+// replicaSafe reports whether a replica may show its durable log up to
+// index. A commit index it learnt says so. So does its own durable log
+// once a catch-up answer verified it as a prefix of its leader's (plus
+// entries taken from that leader since): a leader persists its entries
+// before it sends them (Ready, steps 1 and 2), so every such entry is
+// durable on both nodes and survives any failover. (Sending before the
+// leader's own flush, as parallel durability will, ends this: the read
+// then waits for the commit index alone.) Before that
+// verification its log may end in entries it wrote as a primary that were
+// never acknowledged, and the read waits for the commit index.
+func (n *Node) replicaSafe(index uint64) bool {
+	return index <= n.commit || n.verified && index <= n.persisted
+}
+
+// releaseReads answers the reads that may be answered now: parked ones
+// whose node serves again (registered) or whose window closed (refused);
+// registered ones whose node lost its lease (refused) or whose index is
+// safe to show (served). Called whenever the commit index, the lease or
+// the role may have changed, and on every tick.
+func (n *Node) releaseReads() {
+	serve := n.mayServe()
+	k := 0
+	for _, r := range n.reads {
+		if r.parked {
+			switch {
+			case serve:
+				r = readWait{id: r.id, index: n.readIndex()}
+			case n.now >= n.handoffUntil:
+				n.refuseRead(r.id)
+				continue
+			default:
+				n.reads[k] = r
+				k++
+				continue
+			}
+		}
+		switch {
+		case !serve && n.now < n.handoffUntil:
+			n.reads[k] = readWait{id: r.id, parked: true}
+			k++
+		case !serve:
+			n.refuseRead(r.id)
+		case r.index <= n.commit && n.role.Leads() || n.role == RoleReplica && n.replicaSafe(r.index):
+			n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Index: r.index})
+		default:
+			n.reads[k] = r
+			k++
+		}
+	}
+	clear(n.reads[k:])
+	n.reads = n.reads[:k]
+}
+
+// failReads answers the reads registered before a role change: the index
+// they wait for belongs to the old role. They are refused, or parked while
+// a hand-over window is open (the new role may serve them).
+func (n *Node) failReads() {
+	k := 0
+	for _, r := range n.reads {
+		if n.now < n.handoffUntil {
+			n.reads[k] = readWait{id: r.id, parked: true}
+			k++
+			continue
+		}
+		n.refuseRead(r.id)
+	}
+	clear(n.reads[k:])
+	n.reads = n.reads[:k]
+}
+
+func (n *Node) refuseRead(id uint64) {
+	n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: id, Refused: true})
+}
