@@ -155,7 +155,11 @@ func (h *Hub) write(port int) {
 			}
 			continue
 		}
-		if d := time.Until(fr.due); d > 0 {
+		// Go's timers are only as fine as the netpoller's millisecond
+		// wait: a 0.5 ms delay would take about 1 ms. The timer covers
+		// all but the last coarseWait, a nanosleep of this goroutine's
+		// thread the rest (frames that arrive meanwhile queue behind).
+		if d := time.Until(fr.due) - coarseWait; d > 0 {
 			timer.Reset(d)
 		wait:
 			for {
@@ -171,9 +175,29 @@ func (h *Hub) write(port int) {
 				}
 			}
 		}
+		if d := time.Until(fr.due); d > 0 {
+			sleepFine(d)
+		}
 		if !h.send(port, fr) {
 			return
 		}
+	}
+}
+
+// coarseWait is how much of a frame's delay is slept by sleepFine rather
+// than waited for on a timer.
+const coarseWait = 2 * time.Millisecond
+
+// sleepFine sleeps d in the kernel (nanosleep), blocking the thread, to a
+// precision of tens of microseconds.
+func sleepFine(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	for {
+		var rem unix.Timespec
+		if err := unix.Nanosleep(&ts, &rem); err != unix.EINTR {
+			return
+		}
+		ts = rem
 	}
 }
 
