@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dyad-db/dyad/internal/bench/proc"
 )
@@ -82,3 +83,6 @@ func (e Env) logLevel() string {
 	}
 	return e.LogLevel
 }
+
+// RestartAll restarts the node (target.Restartable).
+func (d *dyad) RestartAll() (time.Time, error) { return d.g.restartAll() }
