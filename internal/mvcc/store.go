@@ -126,12 +126,16 @@ func load(be *storage.Backend, leases LeaseTracker, maxRev int64) (*Store, error
 			if rev.Main > maxRev {
 				return false, nil // keys are in revision order
 			}
-			var kv mvccpb.KeyValue
-			if err := kv.Unmarshal(v); err != nil {
-				return false, fmt.Errorf("%w: revision %d: %v", storage.ErrCorrupt, rev.Main, err)
+			kv, err := decodeIndexFields(v)
+			if err != nil {
+				var full mvccpb.KeyValue
+				if err := full.Unmarshal(v); err != nil {
+					return false, fmt.Errorf("%w: revision %d: %v", storage.ErrCorrupt, rev.Main, err)
+				}
+				kv = indexFields{key: full.Key, createRevision: full.CreateRevision, version: full.Version, lease: full.Lease}
 			}
-			ki := s.idx.getOrCreate(kv.Key)
-			ki.lease = kv.Lease // a tombstone's value has no lease
+			ki := s.idx.getOrCreate(kv.key) // copies the key out of the record
+			ki.lease = kv.lease             // a tombstone's value has no lease
 			if tomb {
 				if !ki.gens[len(ki.gens)-1].empty() {
 					ki.tombstone(rev)
@@ -142,8 +146,8 @@ func load(be *storage.Backend, leases LeaseTracker, maxRev int64) (*Store, error
 				// revision and version.
 				g := &ki.gens[len(ki.gens)-1]
 				if g.empty() {
-					g.created = Revision{Main: kv.CreateRevision}
-					g.ver = kv.Version - 1
+					g.created = Revision{Main: kv.createRevision}
+					g.ver = kv.version - 1
 					g.revs = append(g.revs, rev)
 					g.ver++
 				} else {
