@@ -19,6 +19,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/dyad-db/dyad/internal/bench/target"
 )
 
@@ -74,12 +78,17 @@ type Row struct {
 	// ended.
 	Missed int64 `json:"missed"`
 	// Put is the writers' latency alone, PutStorm during the LIST storm;
-	// Pages is the first pages' latency, Lists the full LISTs completed.
-	Put      Dist   `json:"put"`
-	PutStorm Dist   `json:"put_storm"`
-	Pages    Dist   `json:"first_page"`
-	Lists    int64  `json:"lists"`
-	Err      string `json:"error,omitempty"`
+	// Pages is the first pages' latency, Lists the full LISTs completed
+	// and ListPages the pages read.
+	Put       Dist  `json:"put"`
+	PutStorm  Dist  `json:"put_storm"`
+	Pages     Dist  `json:"first_page"`
+	Lists     int64 `json:"lists"`
+	ListPages int64 `json:"list_pages"`
+	// Retries counts requests retried after a transient error ("no
+	// leader", unavailable) over the whole run.
+	Retries int64  `json:"retries"`
+	Err     string `json:"error,omitempty"`
 }
 
 // Dist summarises latencies (nearest-rank percentiles).
@@ -139,6 +148,7 @@ func Run(ctx context.Context, t target.Target, eps []string, cfg Config) (row Ro
 			return row, fmt.Errorf("restart: %w", err)
 		}
 	}
+	row.Retries = b.retries.Load()
 	return row, nil
 }
 
@@ -149,14 +159,47 @@ func (c Config) progress(desc string, frac float64) {
 }
 
 type bench struct {
-	cfg   Config
-	cli   *clientv3.Client
-	eps   []string
-	value string
+	cfg     Config
+	cli     *clientv3.Client
+	eps     []string
+	value   string
+	retries atomic.Int64 // transient errors retried
 }
 
+// retry runs op until it succeeds, fails with an error a client would
+// not retry, or a minute passes: "no leader" and unavailable answers come
+// and go on a pair whose machine is overloaded, and an apiserver retries
+// them too. It counts the retries.
+func (b *bench) retry(ctx context.Context, op func(context.Context) error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := op(ctx)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !transient(err) {
+			return err
+		}
+		b.retries.Add(1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) ||
+		strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error())
+}
+
+// namespaces is how many namespaces the objects are spread over.
+const namespaces = 100
+
 func (b *bench) key(i int) string {
-	return fmt.Sprintf("%sscale/pods/ns-%03d/pod-%07d", b.cfg.Prefix, i%100, i)
+	return fmt.Sprintf("%sscale/pods/ns-%03d/pod-%07d", b.cfg.Prefix, i%namespaces, i)
 }
 
 func (b *bench) prefix() string { return b.cfg.Prefix + "scale/" }
@@ -170,7 +213,11 @@ func (b *bench) load(ctx context.Context, row *Row, prog func(float64)) error {
 	for w := range loaders {
 		g.Go(func() error {
 			for i := w; i < b.cfg.Objects; i += loaders {
-				if _, err := b.cli.Put(gctx, b.key(i), b.value); err != nil {
+				err := b.retry(gctx, func(ctx context.Context) error {
+					_, err := b.cli.Put(ctx, b.key(i), b.value)
+					return err
+				})
+				if err != nil {
 					return err
 				}
 				if d := done.Add(1); d%1000 == 0 {
@@ -194,7 +241,13 @@ func (b *bench) gets(ctx context.Context, row *Row, prog func(float64)) error {
 	start := time.Now()
 	for time.Since(start) < b.cfg.Duration {
 		t0 := time.Now()
-		r, err := b.cli.Get(ctx, b.key(rng.IntN(b.cfg.Objects)))
+		k := b.key(rng.IntN(b.cfg.Objects))
+		var r *clientv3.GetResponse
+		err := b.retry(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = b.cli.Get(ctx, k)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -230,7 +283,13 @@ func (b *bench) writers(ctx context.Context, stop <-chan struct{}, acked func(re
 				default:
 				}
 				t0 := time.Now()
-				r, err := b.cli.Put(gctx, b.key(rng.IntN(b.cfg.Objects)), b.value)
+				k := b.key(rng.IntN(b.cfg.Objects))
+				var r *clientv3.PutResponse
+				err := b.retry(gctx, func(ctx context.Context) error {
+					var err error
+					r, err = b.cli.Put(ctx, k, b.value)
+					return err
+				})
 				if err != nil {
 					return err
 				}
@@ -283,8 +342,12 @@ func (b *bench) puts(ctx context.Context, row *Row, prog func(float64)) error {
 	return nil
 }
 
-// watched measures the writers with cfg.Watchers watches open on the
-// object prefix, over 16 client connections (one watch stream each).
+// watched measures the writers with cfg.Watchers watches open, each on one
+// of the objects' 100 namespaces (so every write reaches Watchers/100 of
+// them, as kubelets each watch their own pods; a watch on the whole prefix
+// would have the bench's one process decode a thousand copies of every
+// object and measure itself), over 16 client connections (one watch
+// stream each).
 func (b *bench) watched(ctx context.Context, row *Row, prog func(float64)) error {
 	const conns = 16
 	var wg sync.WaitGroup // the watchers
@@ -314,7 +377,8 @@ func (b *bench) watched(ctx context.Context, row *Row, prog func(float64)) error
 	var delivered atomic.Int64
 	ready := make(chan struct{}, b.cfg.Watchers)
 	for i := range b.cfg.Watchers {
-		wch := clis[i%conns].Watch(clientv3.WithRequireLeader(wctx), b.prefix(), clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
+		ns := fmt.Sprintf("%spods/ns-%03d/", b.prefix(), i%namespaces)
+		wch := clis[i%conns].Watch(clientv3.WithRequireLeader(wctx), ns, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
 		wg.Go(func() {
 			mine := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
 			defer func() { mu.Lock(); lags.Merge(mine); mu.Unlock() }()
@@ -354,8 +418,13 @@ func (b *bench) watched(ctx context.Context, row *Row, prog func(float64)) error
 		return err
 	}
 	row.PutRateWatched = float64(len(lat)) / time.Since(start).Seconds()
-	// Give the watchers until every event is delivered or 10 s pass.
-	want := puts.Load() * int64(b.cfg.Watchers)
+	// Give the watchers until every event is delivered or 10 s pass. Each
+	// write reaches the watchers of its namespace.
+	perNS := b.cfg.Watchers / namespaces
+	if b.cfg.Watchers%namespaces != 0 {
+		perNS = -1 // uneven: count nothing as missed
+	}
+	want := puts.Load() * int64(max(perNS, 0))
 	deadline := time.Now().Add(10 * time.Second)
 	for delivered.Load() < want && time.Now().Before(deadline) {
 		select {
@@ -378,8 +447,8 @@ func (b *bench) storm(ctx context.Context, row *Row, prog func(float64)) error {
 	stop, wait := timed(ctx, b.cfg.Duration, prog)
 	defer wait()
 	var mu sync.Mutex
-	var pages []time.Duration
-	var lists atomic.Int64
+	var firsts []time.Duration
+	var lists, pages atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	for range b.cfg.Listers {
 		g.Go(func() error {
@@ -389,14 +458,15 @@ func (b *bench) storm(ctx context.Context, row *Row, prog func(float64)) error {
 					return nil
 				default:
 				}
-				first, err := b.list(gctx, stop)
+				done, err := b.list(gctx, stop, &pages, func(first time.Duration) {
+					mu.Lock()
+					firsts = append(firsts, first)
+					mu.Unlock()
+				})
 				if err != nil {
 					return err
 				}
-				if first > 0 {
-					mu.Lock()
-					pages = append(pages, first)
-					mu.Unlock()
+				if done {
 					lists.Add(1)
 				}
 			}
@@ -412,21 +482,21 @@ func (b *bench) storm(ctx context.Context, row *Row, prog func(float64)) error {
 		return err
 	}
 	row.PutStorm = distOf(lat)
-	row.Pages = distOf(pages)
+	row.Pages = distOf(firsts)
 	row.Lists = lists.Load()
+	row.ListPages = pages.Load()
 	return nil
 }
 
-// list reads the whole prefix in pages; it returns the first page's
-// latency, or 0 if stop came before the LIST finished.
-func (b *bench) list(ctx context.Context, stop <-chan struct{}) (time.Duration, error) {
+// list reads the whole prefix in pages, telling first the first page's
+// latency; done is false if stop came before the LIST finished.
+func (b *bench) list(ctx context.Context, stop <-chan struct{}, pages *atomic.Int64, first func(time.Duration)) (done bool, err error) {
 	key, end := b.prefix(), clientv3.GetPrefixRangeEnd(b.prefix())
 	var rev int64
-	var first time.Duration
 	for {
 		select {
 		case <-stop:
-			return 0, nil
+			return false, nil
 		default:
 		}
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(b.cfg.PageSize)}
@@ -434,15 +504,22 @@ func (b *bench) list(ctx context.Context, stop <-chan struct{}) (time.Duration, 
 			opts = append(opts, clientv3.WithRev(rev))
 		}
 		t0 := time.Now()
-		r, err := b.cli.Get(ctx, key, opts...)
+		var r *clientv3.GetResponse
+		err := b.retry(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = b.cli.Get(ctx, key, opts...)
+			return err
+		})
 		if err != nil {
-			return 0, err
+			return false, err
 		}
+		pages.Add(1)
 		if rev == 0 {
-			rev, first = r.Header.Revision, time.Since(t0)
+			rev = r.Header.Revision
+			first(time.Since(t0))
 		}
 		if !r.More || len(r.Kvs) == 0 {
-			return first, nil
+			return true, nil
 		}
 		key = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
 	}

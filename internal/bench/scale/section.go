@@ -68,34 +68,46 @@ func (r *Result) find(name string) (Row, bool) {
 	return Row{}, false
 }
 
-// figures are the columns of the section: name, value as text, value as a
-// number for ratios, and whether lower is better.
+// Kinds of figure.
+const (
+	seconds = iota
+	perSecond
+	count
+)
+
+// figures are the rows of the section: name, value (seconds, a rate or a
+// count) and its kind.
 var figures = []struct {
 	name  string
-	value func(Row) float64 // seconds or ops/s
-	rate  bool
+	value func(Row) float64
+	kind  int
 }{
-	{"time to serve after restart", func(r Row) float64 { return r.Serve.Seconds() }, false},
-	{"client port open after restart", func(r Row) float64 { return r.PortOpen.Seconds() }, false},
-	{"get p50 (1 client)", func(r Row) float64 { return r.Get.P50.Seconds() }, false},
-	{"get p99 (1 client)", func(r Row) float64 { return r.Get.P99.Seconds() }, false},
-	{"put rate, no watcher", func(r Row) float64 { return r.PutRate }, true},
-	{"put rate under the watchers", func(r Row) float64 { return r.PutRateWatched }, true},
-	{"watch lag p50", func(r Row) float64 { return r.WatchLag.P50.Seconds() }, false},
-	{"watch lag p99", func(r Row) float64 { return r.WatchLag.P99.Seconds() }, false},
-	{"watch lag max", func(r Row) float64 { return r.WatchLag.Max.Seconds() }, false},
-	{"put p50 alone", func(r Row) float64 { return r.Put.P50.Seconds() }, false},
-	{"put p99 alone", func(r Row) float64 { return r.Put.P99.Seconds() }, false},
-	{"put p50 during the LIST storm", func(r Row) float64 { return r.PutStorm.P50.Seconds() }, false},
-	{"put p99 during the LIST storm", func(r Row) float64 { return r.PutStorm.P99.Seconds() }, false},
-	{"LIST first page p50", func(r Row) float64 { return r.Pages.P50.Seconds() }, false},
-	{"LIST first page p99", func(r Row) float64 { return r.Pages.P99.Seconds() }, false},
-	{"load time", func(r Row) float64 { return r.Load.Seconds() }, false},
+	{"time to serve after restart", func(r Row) float64 { return r.Serve.Seconds() }, seconds},
+	{"client port open after restart", func(r Row) float64 { return r.PortOpen.Seconds() }, seconds},
+	{"get p50 (1 client)", func(r Row) float64 { return r.Get.P50.Seconds() }, seconds},
+	{"get p99 (1 client)", func(r Row) float64 { return r.Get.P99.Seconds() }, seconds},
+	{"put rate, no watcher", func(r Row) float64 { return r.PutRate }, perSecond},
+	{"put rate under the watchers", func(r Row) float64 { return r.PutRateWatched }, perSecond},
+	{"watch events delivered", func(r Row) float64 { return float64(r.WatchLag.N) }, count},
+	{"watch lag p50", func(r Row) float64 { return r.WatchLag.P50.Seconds() }, seconds},
+	{"watch lag p99", func(r Row) float64 { return r.WatchLag.P99.Seconds() }, seconds},
+	{"watch lag max", func(r Row) float64 { return r.WatchLag.Max.Seconds() }, seconds},
+	{"put p50 alone", func(r Row) float64 { return r.Put.P50.Seconds() }, seconds},
+	{"put p99 alone", func(r Row) float64 { return r.Put.P99.Seconds() }, seconds},
+	{"put p50 during the LIST storm", func(r Row) float64 { return r.PutStorm.P50.Seconds() }, seconds},
+	{"put p99 during the LIST storm", func(r Row) float64 { return r.PutStorm.P99.Seconds() }, seconds},
+	{"LIST pages read", func(r Row) float64 { return float64(r.ListPages) }, count},
+	{"LIST first page p50", func(r Row) float64 { return r.Pages.P50.Seconds() }, seconds},
+	{"LIST first page p99", func(r Row) float64 { return r.Pages.P99.Seconds() }, seconds},
+	{"load time", func(r Row) float64 { return r.Load.Seconds() }, seconds},
 }
 
-func fmtFigure(v float64, rate bool) string {
-	if rate {
+func fmtFigure(v float64, kind int) string {
+	switch kind {
+	case perSecond:
 		return fmt.Sprintf("%.0f/s", v)
+	case count:
+		return fmt.Sprintf("%.0f", v)
 	}
 	d := time.Duration(v * 1e9)
 	switch {
@@ -111,7 +123,7 @@ func fmtFigure(v float64, rate bool) string {
 func (r *Result) Markdown(w io.Writer) error {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "%d pod-shaped objects of %d bytes on each target; %s per phase; %d writers updating random objects; %d watchers on the whole prefix (16 watch streams); %d listers reading it all in pages of %d. Time to serve: every process stopped with SIGTERM and started again, until a linearizable read and a write both succeed. Ratios are dyad ÷ etcd-1 and dyad-pair ÷ etcd-3 (below 1 is better for times, above 1 for rates).\n\n",
+	fmt.Fprintf(&b, "%d pod-shaped objects of %d bytes on each target; %s per phase; %d writers updating random objects; %d watchers, as many on each of the objects' 100 namespaces (16 watch streams); %d listers reading it all in pages of %d. Time to serve: every process stopped with SIGTERM and started again, until a linearizable read and a write both succeed. Ratios are dyad ÷ etcd-1 and dyad-pair ÷ etcd-3 (below 1 is better for times, above 1 for rates).\n\n",
 		c.Objects, c.ObjectSize, c.Duration, c.Writers, c.Watchers, c.Listers, c.PageSize)
 	var cols []string
 	for _, row := range r.Rows {
@@ -126,7 +138,7 @@ func (r *Result) Markdown(w io.Writer) error {
 				b.WriteString(" failed |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s |", fmtFigure(f.value(row), f.rate))
+			fmt.Fprintf(&b, " %s |", fmtFigure(f.value(row), f.kind))
 		}
 		for _, d := range []string{"dyad", "dyad-pair"} {
 			dr, ok1 := r.find(d)
@@ -140,6 +152,9 @@ func (r *Result) Markdown(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	for _, row := range r.Rows {
+		if row.Retries > 0 {
+			fmt.Fprintf(&b, "\n%s: %d requests retried after a transient error (no leader, unavailable).\n", row.Target, row.Retries)
+		}
 		if row.Missed > 0 {
 			fmt.Fprintf(&b, "\n%s: %d watch events not delivered within 10 s of the last write.\n", row.Target, row.Missed)
 		}
