@@ -162,6 +162,9 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			cfg.Out = out
 			cfg.Env = target.Env{Bins: target.Bins{Dyad: dyadBin, PeersDir: peersDir, PGBinDir: pgBin},
 				WorkDir: workDir, LogLevel: logLevel}
+			if withScale {
+				cfg.Env.QuotaBytes = 8 << 30 // 500,000 objects of 2 KiB outgrow the default 2 GiB
+			}
 			if zb != nil {
 				zb.Env = cfg.Env
 			}

@@ -56,10 +56,10 @@ func (d *dyad) Start(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	ep := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	_, err = g.start("dyad", proc.Spec{Bin: d.env.Bins.Dyad, Args: []string{"serve",
+	_, err = g.start("dyad", proc.Spec{Bin: d.env.Bins.Dyad, Args: append([]string{"serve",
 		"--name", "bench", "--data-dir", g.dir + "/data",
 		"--listen-client-urls", "http://" + ep,
-		"--log-level", d.env.logLevel(), "--log-format", "text"}})
+		"--log-level", d.env.logLevel(), "--log-format", "text"}, d.env.quotaArgs()...)})
 	if err == nil {
 		err = waitServing(ctx, []string{ep}, g.failed)
 	}

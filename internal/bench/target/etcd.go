@@ -86,6 +86,7 @@ func (e *etcd) Start(ctx context.Context) ([]string, error) {
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new",
 			"--log-level", e.env.logLevel()}
+		args = append(args, e.env.quotaArgs()...)
 		if e.shaped {
 			bin, args = e.net.Command(i, bin, args...)
 		}

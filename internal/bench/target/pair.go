@@ -84,13 +84,14 @@ func (p *Pair) Start(ctx context.Context) ([]string, error) {
 	cluster := fmt.Sprintf("a=http://%s:2380,b=http://%s:2380", p.net.ReplIP(0), p.net.ReplIP(1))
 	for z, name := range []string{"a", "b"} {
 		p.eps[z] = p.net.ClientIP(z) + ":2379"
-		bin, args := p.net.Command(z, p.env.Bins.Dyad, "serve",
+		serve := append([]string{"serve",
 			"--name", name, "--data-dir", filepath.Join(g.dir, name),
 			"--initial-cluster", cluster,
 			"--dds-interface", netns.ReplIface,
-			"--listen-client-urls", "http://"+p.eps[z],
-			"--listen-metrics-urls", "http://"+p.net.ClientIP(z)+":"+metricsPort,
-			"--log-level", p.env.logLevel(), "--log-format", "text")
+			"--listen-client-urls", "http://" + p.eps[z],
+			"--listen-metrics-urls", "http://" + p.net.ClientIP(z) + ":" + metricsPort,
+			"--log-level", p.env.logLevel(), "--log-format", "text"}, p.env.quotaArgs()...)
+		bin, args := p.net.Command(z, p.env.Bins.Dyad, serve...)
 		if p.nodes[z], err = g.start(name, proc.Spec{Bin: bin, Args: args}); err != nil {
 			break
 		}

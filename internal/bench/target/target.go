@@ -55,6 +55,18 @@ type Env struct {
 	External []string
 	// LogLevel is passed to servers that take one (dyad, etcd).
 	LogLevel string
+	// QuotaBytes, when above 0, is the data-file quota of dyad and etcd
+	// (--quota-backend-bytes); their default of 2 GiB is too small for
+	// the scale profile's 500,000 objects of 2 KiB.
+	QuotaBytes int64
+}
+
+// quotaArgs is the quota flag for dyad and etcd, if any.
+func (e Env) quotaArgs() []string {
+	if e.QuotaBytes <= 0 {
+		return nil
+	}
+	return []string{"--quota-backend-bytes", fmt.Sprint(e.QuotaBytes)}
 }
 
 type factory func(Env) (Target, error)
