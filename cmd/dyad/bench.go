@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dyad-db/dyad/internal/bench"
+	"github.com/dyad-db/dyad/internal/bench/report"
+	"github.com/dyad-db/dyad/internal/bench/scale"
 	"github.com/dyad-db/dyad/internal/bench/target"
 	"github.com/dyad-db/dyad/internal/bench/twozone"
 	"github.com/dyad-db/dyad/internal/bench/workload"
@@ -30,6 +34,8 @@ func benchCmd() *cobra.Command {
 		valueSize                                                                                   int
 		keep                                                                                        bool
 		tz                                                                                          twozone.Config
+		zoneDelays                                                                                  string
+		sc                                                                                          scale.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -64,8 +70,18 @@ and the two-zone benchmarks, which run after a target's operations:
                --load-duration; role changes and false failovers (must be 0)
   contrast     etcd-1/2/3, kine-*: the same zone loss (etcd-3 as 2+1: kill the
                2-member side; kine-pg: kill PostgreSQL); a freeze is a result
-  two-zone     all four
-"all" (the default) is every profile of both lists.
+  delay        dyad-pair and etcd-3: start a copy whose zones (etcd: every pair
+               of members) are --zone-delays apart each way through a
+               userspace shaper, and measure puts at 1 and --delay-clients
+               clients (the target dyad-pair@2ms or etcd-3@2ms alone runs the
+               whole matrix that way)
+  two-zone     all five
+and the scale profile, after a target's operations too:
+  scale        dyad, dyad-pair, etcd-1, etcd-3: load --scale-objects pod-shaped
+               objects, then time to serve after a restart, get latency, put
+               rate and watch lag under --scale-watchers watchers, and put
+               latency during a storm of paginated LISTs
+"all" (the default) is every profile of every list.
 The k8s and phases keys live under /registry/bench.dyad.io/dyad-bench/, the
 raw ones under dyad-bench/. An operation a target does not implement is
 reported as "unsupported".
@@ -88,6 +104,8 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 				return err
 			}
 			zoneProfiles, requestProfiles := twozone.SplitProfiles(profile)
+			withScale := slices.Contains(requestProfiles, "all") || slices.Contains(requestProfiles, scale.Profile)
+			requestProfiles = slices.DeleteFunc(requestProfiles, func(p string) bool { return p == scale.Profile })
 			switch {
 			case cmd.Flags().Changed("ops"):
 				cfg.Ops, err = workload.ParseOps(ops)
@@ -97,10 +115,30 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			if err != nil {
 				return err
 			}
+			for _, d := range strings.Split(zoneDelays, ",") {
+				if d = strings.TrimSpace(d); d == "" {
+					continue
+				}
+				v, err := time.ParseDuration(d)
+				if err != nil || v < 0 {
+					return fmt.Errorf("--zone-delays: %q is not a delay", d)
+				}
+				tz.Delays = append(tz.Delays, v)
+			}
+			var zb *twozone.Bench
+			var extras []extraBench
 			if len(zoneProfiles) > 0 {
 				tz.ValueSize, tz.Prefix = valueSize, "dyad-bench/"
-				zb := &twozone.Bench{Selected: zoneProfiles, Config: tz}
-				cfg.Extra, cfg.ExtraTime = zb.Run, zb.Expected
+				zb = &twozone.Bench{Selected: zoneProfiles, Config: tz}
+				extras = append(extras, extraBench{zb.Run, zb.Expected})
+			}
+			if withScale {
+				sc.Prefix, sc.PageSize = "/registry/bench.dyad.io/dyad-bench/", 500
+				sb := &scale.Bench{Config: sc}
+				extras = append(extras, extraBench{sb.Run, sb.Expected})
+			}
+			if len(extras) > 0 {
+				cfg.Extra, cfg.ExtraTime = chainExtras(extras)
 			}
 			if dyadBin == "" {
 				if dyadBin, err = os.Executable(); err != nil {
@@ -124,6 +162,12 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			cfg.Out = out
 			cfg.Env = target.Env{Bins: target.Bins{Dyad: dyadBin, PeersDir: peersDir, PGBinDir: pgBin},
 				WorkDir: workDir, LogLevel: logLevel}
+			if withScale {
+				cfg.Env.QuotaBytes = 8 << 30 // 500,000 objects of 2 KiB outgrow the default 2 GiB
+			}
+			if zb != nil {
+				zb.Env = cfg.Env
+			}
 			for _, e := range strings.Split(endpoints, ",") {
 				if e = strings.TrimSpace(e); e != "" {
 					cfg.Env.External = append(cfg.Env.External, e)
@@ -152,7 +196,7 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.Int64Var(&total, "total", 0, "Requests per cell instead of a duration (0: use --duration).")
 	fl.DurationVar(&warmup, "warmup", time.Second, "Unmeasured warm-up before each cell.")
 	fl.StringVar(&ops, "ops", "all", "Comma-separated operations (overrides --profile): "+strings.Join(opNames(), ", ")+", or all (the raw ones).")
-	fl.StringVar(&profile, "profile", "all", "Comma-separated workload profiles: raw (etcd benchmark-style puts and ranges), k8s (apiserver-shaped requests), phases (the study's steady state and pod burst), or all; and replication, failover, load, contrast or two-zone (see above).")
+	fl.StringVar(&profile, "profile", "all", "Comma-separated workload profiles: raw (etcd benchmark-style puts and ranges), k8s (apiserver-shaped requests), phases (the study's steady state and pod burst), or all; and replication, failover, load, contrast, delay or two-zone (see above).")
 	fl.IntVar(&tz.Kills, "kills", 20, "failover: primaries killed in the series.")
 	fl.DurationVar(&tz.Settle, "settle", 2*time.Second, "failover, contrast: load before each kill.")
 	fl.IntVar(&tz.Writers, "zone-writers", 4, "Two-zone benchmarks: writers per zone (contrast: in all).")
@@ -160,6 +204,15 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.DurationVar(&tz.Duration, "repl-duration", 30*time.Second, "replication: measured time.")
 	fl.DurationVar(&tz.LoadDuration, "load-duration", 3*time.Minute, "load: time with CPU hogs.")
 	fl.DurationVar(&tz.Window, "fault-window", 10*time.Second, "contrast: how long to wait for writes after the kill.")
+	fl.IntVar(&sc.Objects, "scale-objects", 500000, "scale: objects loaded (fewer for a quick run).")
+	fl.IntVar(&sc.ObjectSize, "scale-object-size", 2048, "scale: bytes per object.")
+	fl.IntVar(&sc.Watchers, "scale-watchers", 1000, "scale: watchers on the object prefix.")
+	fl.IntVar(&sc.Writers, "scale-writers", 16, "scale: concurrent writers in the put phases.")
+	fl.IntVar(&sc.Listers, "scale-listers", 2, "scale: concurrent paginated LISTs in the storm.")
+	fl.DurationVar(&sc.Duration, "scale-duration", 10*time.Second, "scale: measured time per phase.")
+	fl.StringVar(&zoneDelays, "zone-delays", "0s,0.5ms,2ms", "delay: comma-separated one-way delays between the zones (0s: through the shaper, no delay).")
+	fl.DurationVar(&tz.DelayDuration, "delay-duration", 5*time.Second, "delay: measured time per cell.")
+	fl.IntVar(&tz.DelayClients, "delay-clients", 64, "delay: clients of the throughput cell.")
 	fl.Uint64Var(&seed, "seed", 1, "Seed of every key and value: the same seed sends the same requests to every target.")
 	fl.IntVar(&valueSize, "value-size", 256, "Bytes per written value (printable text).")
 	fl.StringVar(&out, "out", "", "Results directory (default bench-results/<date-time>).")
@@ -171,6 +224,46 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.BoolVar(&keep, "keep", false, "Keep the temporary work directory (servers' logs) after the run.")
 	fl.StringVar(&logLevel, "server-log-level", "warn", "Log level of the dyad and etcd servers the bench starts.")
 	return cmd
+}
+
+// extraBench is one benchmark run after a target's matrix.
+type extraBench struct {
+	run      func(context.Context, target.Target, []string, *report.Report, func(string, float64)) error
+	expected func(target.Target) time.Duration
+}
+
+// chainExtras runs each extra in turn (bench.Config.Extra) and adds up
+// their expected times; the progress of each is scaled to its share.
+func chainExtras(extras []extraBench) (func(context.Context, target.Target, []string, *report.Report, func(string, float64)) error, func(target.Target) time.Duration) {
+	expected := func(t target.Target) time.Duration {
+		var d time.Duration
+		for _, e := range extras {
+			d += e.expected(t)
+		}
+		return d
+	}
+	run := func(ctx context.Context, t target.Target, eps []string, rep *report.Report, progress func(string, float64)) error {
+		total := expected(t)
+		var errs []error
+		var done time.Duration
+		for _, e := range extras {
+			share := e.expected(t)
+			if share == 0 {
+				continue
+			}
+			before := done
+			err := e.run(ctx, t, eps, rep, func(desc string, frac float64) {
+				progress(desc, float64(before+time.Duration(frac*float64(share)))/float64(total))
+			})
+			done += share
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return run, expected
 }
 
 func opList(profile string) string {

@@ -337,45 +337,44 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "dds-security", plan.securityXML != "", "preferred", plan.repl.Preferred)
 	}
 
-	node, err := server.New(cfg)
-	if err != nil {
-		if cfg.Repl != nil {
-			cfg.Repl.Transport.Close()
-		}
-		return err
-	}
-	defer node.Close()
-
-	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
 	// Listen on everything before serving anything, so a bad address fails
-	// start-up instead of half-starting.
+	// start-up instead of half-starting, and before opening the node: the
+	// kernel accepts connections from then on and holds them until the
+	// servers below take them, once the node's state is loaded. A client
+	// retrying through a restart so connects at its next attempt and waits
+	// for the load, instead of being refused and backing off (gRPC's
+	// reconnect backoff starts at a second) past the moment the node
+	// serves.
 	var clientLns, metricsLns []net.Listener
 	closeAll := func() {
 		for _, l := range append(clientLns, metricsLns...) {
 			l.Close()
 		}
 	}
+	// Until the node owns it, the transport is closed here on failure.
+	failEarly := func(err error) error {
+		closeAll()
+		if cfg.Repl != nil {
+			cfg.Repl.Transport.Close()
+		}
+		return err
+	}
 	for _, u := range clientURLs {
 		l, err := net.Listen("tcp", u.Host)
 		if err != nil {
-			closeAll()
-			return fmt.Errorf("listen on %s: %w", u, err)
+			return failEarly(fmt.Errorf("listen on %s: %w", u, err))
 		}
 		clientLns = append(clientLns, l)
 	}
 	for _, u := range metricsURLs {
 		l, err := net.Listen("tcp", u.Host)
 		if err != nil {
-			closeAll()
-			return fmt.Errorf("listen on %s: %w", u, err)
+			return failEarly(fmt.Errorf("listen on %s: %w", u, err))
 		}
 		ml, err := metricsListener(u, l, tlsCfg)
 		if err != nil {
 			l.Close()
-			closeAll()
-			return err
+			return failEarly(err)
 		}
 		metricsLns = append(metricsLns, ml)
 	}
@@ -385,8 +384,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 	for _, u := range httpURLs {
 		l, err := net.Listen("tcp", u.Host)
 		if err != nil {
-			closeAll()
-			return fmt.Errorf("listen on %s: %w", u, err)
+			return failEarly(fmt.Errorf("listen on %s: %w", u, err))
 		}
 		if tlsCfg != nil {
 			httpTLS := tlsCfg.Clone()
@@ -395,6 +393,15 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 		}
 		metricsLns = append(metricsLns, l)
 	}
+
+	node, err := server.New(cfg)
+	if err != nil {
+		return failEarly(err)
+	}
+	defer node.Close()
+
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 
 	// Each client listener carries gRPC and HTTP/1.1, as etcd's does; the
 	// muxes terminate TLS, so gRPC gets the muxes' credentials.

@@ -47,11 +47,18 @@ type Store struct {
 	// hashes are the hashes computed by the last physical compactions,
 	// oldest first, at most maxCompactionHashes.
 	hashes []KVHash
+
+	// rangeYield, set only by tests before any read, runs each time a
+	// range releases mu between two chunks of keys (see rangeChunk).
+	rangeYield func()
 }
 
 // maxCompactionHashes is how many compaction hashes are remembered (etcd's
 // hashStorageMaxSize).
 const maxCompactionHashes = 10
+
+// rangeChunk is how many keys a range visits per hold of mu's read lock.
+const rangeChunk = 1024
 
 // KVHash is a HashKV result: the hash of the history in (CompactRev, Rev].
 // CompactRev is -1 when the store was never compacted, as in etcd.
@@ -119,12 +126,16 @@ func load(be *storage.Backend, leases LeaseTracker, maxRev int64) (*Store, error
 			if rev.Main > maxRev {
 				return false, nil // keys are in revision order
 			}
-			var kv mvccpb.KeyValue
-			if err := kv.Unmarshal(v); err != nil {
-				return false, fmt.Errorf("%w: revision %d: %v", storage.ErrCorrupt, rev.Main, err)
+			kv, err := decodeIndexFields(v)
+			if err != nil {
+				var full mvccpb.KeyValue
+				if err := full.Unmarshal(v); err != nil {
+					return false, fmt.Errorf("%w: revision %d: %v", storage.ErrCorrupt, rev.Main, err)
+				}
+				kv = indexFields{key: full.Key, createRevision: full.CreateRevision, version: full.Version, lease: full.Lease}
 			}
-			ki := s.idx.getOrCreate(kv.Key)
-			ki.lease = kv.Lease // a tombstone's value has no lease
+			ki := s.idx.getOrCreate(kv.key) // copies the key out of the record
+			ki.lease = kv.lease             // a tombstone's value has no lease
 			if tomb {
 				if !ki.gens[len(ki.gens)-1].empty() {
 					ki.tombstone(rev)
@@ -135,8 +146,8 @@ func load(be *storage.Backend, leases LeaseTracker, maxRev int64) (*Store, error
 				// revision and version.
 				g := &ki.gens[len(ki.gens)-1]
 				if g.empty() {
-					g.created = Revision{Main: kv.CreateRevision}
-					g.ver = kv.Version - 1
+					g.created = Revision{Main: kv.createRevision}
+					g.ver = kv.version - 1
 					g.revs = append(g.revs, rev)
 					g.ver++
 				} else {
@@ -261,17 +272,49 @@ func (s *Store) rangeLocked(tx storage.ReadTx, key, end []byte, ro RangeOptions,
 		s.mu.RUnlock()
 		return RangeResult{Count: -1}, ErrCompacted
 	}
+	// The range is visited rangeChunk keys at a time, releasing mu between
+	// chunks, so that a long count (every page of a paginated LIST counts
+	// the rest of its range) never holds the writer, and the readers
+	// queued behind the writer, for longer than one chunk. The answer is
+	// still the range at revision at: lookup(at) ignores what the writer
+	// adds above at, and a compaction at or below at keeps every revision
+	// lookup(at) needs. Only a compaction above at, between two chunks,
+	// changes the answer: that read fails as compacted (Range retries a
+	// read of the newest revision).
 	total := 0
 	var mods []Revision
-	s.idx.ascend(key, end, func(ki *keyIndex) bool {
-		if mod, _, _, ok := ki.lookup(at); ok {
-			total++
-			if !ro.Count && (ro.Limit <= 0 || int64(len(mods)) < ro.Limit) {
-				mods = append(mods, mod)
+	from := key
+	for {
+		visited := 0
+		var next []byte
+		s.idx.ascend(from, end, func(ki *keyIndex) bool {
+			if visited == rangeChunk {
+				next = ki.key // immutable: a keyIndex's key never changes
+				return false
 			}
+			visited++
+			if mod, _, _, ok := ki.lookup(at); ok {
+				total++
+				if !ro.Count && (ro.Limit <= 0 || int64(len(mods)) < ro.Limit) {
+					mods = append(mods, mod)
+				}
+			}
+			return true
+		})
+		if next == nil {
+			break
 		}
-		return true
-	})
+		s.mu.RUnlock()
+		if s.rangeYield != nil {
+			s.rangeYield()
+		}
+		s.mu.RLock()
+		if at < s.compactRev {
+			s.mu.RUnlock()
+			return RangeResult{Count: -1}, ErrCompacted
+		}
+		from = next
+	}
 	s.mu.RUnlock()
 	res := RangeResult{Count: total, Rev: int(cur)}
 	if ro.Count || len(mods) == 0 {

@@ -17,8 +17,9 @@ import (
 )
 
 // TestBenchTwoZoneSmoke runs every two-zone benchmark briefly: on
-// dyad-pair the replication measurement, a failover series of 2 kills and
-// a few seconds with CPU hogs; on a two-member etcd the contrast. It checks
+// dyad-pair the replication measurement, a failover series of 2 kills, a
+// few seconds with CPU hogs and puts on a copy whose zones are 2 ms apart;
+// on a two-member etcd the contrast. It checks
 // the properties the benchmarks report as pass/fail where they do not
 // depend on the machine's speed: no acknowledged write lost, both nodes'
 // HashKV equal, every write delivered to the other zone's watch, writes
@@ -29,9 +30,11 @@ func TestBenchTwoZoneSmoke(t *testing.T) {
 	dyad := testutil.BuildDyad(t)
 	etcd := testutil.RequireBinary(t, "etcd-3.6")
 	out := t.TempDir()
+	const delay = 2 * time.Millisecond
 	tz := &twozone.Bench{Selected: twozone.Profiles, Config: twozone.Config{
 		Kills: 2, Settle: 500 * time.Millisecond, Writers: 2, Readers: 1,
 		Duration: 2 * time.Second, LoadDuration: 2 * time.Second, Window: 2 * time.Second,
+		Delays: []time.Duration{delay}, DelayDuration: time.Second, DelayClients: 4,
 		ValueSize: 64, Prefix: "dyad-bench/",
 	}}
 	cfg := bench.Config{
@@ -39,6 +42,7 @@ func TestBenchTwoZoneSmoke(t *testing.T) {
 		Seed: 7, Out: out, Command: "two-zone smoke test", Extra: tz.Run,
 		Env: target.Env{Bins: target.Bins{Dyad: dyad, PeersDir: filepath.Dir(etcd)}, WorkDir: t.TempDir()},
 	}
+	tz.Env = cfg.Env
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	rep, err := bench.Run(ctx, cfg)
@@ -117,9 +121,22 @@ func TestBenchTwoZoneSmoke(t *testing.T) {
 		t.Errorf("etcd-2 with one member killed: %+v (want writes frozen, recovery after the restart, nothing lost)", row)
 	}
 
+	// The delayed pair: every acknowledged put crossed the zones at least
+	// once there and back, so none took less than twice the delay.
+	dl, ok := rep.Extras["delay"].(*twozone.DelayResult)
+	if !ok || len(dl.Rows) != 1 {
+		t.Fatalf("delay: %+v", rep.Extras["delay"])
+	}
+	if row := dl.Rows[0]; row.Err != "" || row.Target != "dyad-pair@2ms" || row.One.Ops == 0 || row.Many.Ops == 0 ||
+		row.One.Errors != 0 || row.Many.Errors != 0 {
+		t.Errorf("dyad-pair 2 ms apart: %+v", row)
+	} else if h := row.One.Histogram(); h == nil || time.Duration(h.Min())*time.Microsecond < 2*delay {
+		t.Errorf("dyad-pair 2 ms apart: no histogram, or a put faster than the round trip between the zones %v", 2*delay)
+	}
+
 	md, _ := os.ReadFile(filepath.Join(out, report.MarkdownFile))
 	html, _ := os.ReadFile(filepath.Join(out, report.HTMLFile))
-	for _, s := range []string{repl.Title(), fo.Title(), load.Title(), con.Title()} {
+	for _, s := range []string{repl.Title(), fo.Title(), load.Title(), con.Title(), dl.Title()} {
 		if !strings.Contains(string(md), "## "+s) {
 			t.Errorf("summary.md lacks the section %q", s)
 		}

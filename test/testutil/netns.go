@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dyad-db/dyad/internal/shaper"
 	"github.com/dyad-db/dyad/internal/testenv"
 )
 
@@ -53,7 +54,7 @@ const (
 	// EnvNetnsShaper selects how Netem and LinkDown are implemented:
 	// "netem" (tc netem on the zones' replication veths; fail if the
 	// kernel lacks sch_netem), "userspace" (a forwarder in the test
-	// process, see netns_shaper.go), or empty: netem when the kernel
+	// process, internal/shaper), or empty: netem when the kernel
 	// has it.
 	EnvNetnsShaper = "DYAD_NETNS_SHAPER"
 
@@ -69,18 +70,9 @@ const (
 	ShaperUserspace = "userspace"
 )
 
-// Fault is the state of one direction of the replication link.
-type Fault struct {
-	Down  bool          // every frame is dropped
-	Delay time.Duration // added to every frame
-	Loss  float64       // percentage of frames dropped (0..100)
-	// Reorder is the percentage of frames (0..100) sent at once instead of
-	// after Delay, overtaking the delayed ones (netem's "reorder"). It
-	// needs a Delay to reorder anything.
-	Reorder float64
-}
-
-func (f Fault) zero() bool { return f == Fault{} }
+// Fault is the state of one direction of the replication link (the frames
+// one zone sends). It is internal/shaper's, which the userspace shaper runs.
+type Fault = shaper.Fault
 
 // Zones is one test's pair of network namespaces ("zones") with the links
 // between them (N is chosen per fixture, see Subnet):
@@ -119,10 +111,10 @@ type Zones struct {
 
 	subnetLock *os.File // held while choosing and assigning the subnet
 
-	// mu guards the fields below. Lock order: Zones.mu, then forwarder.mu.
+	// mu guards the fields below. Lock order: Zones.mu, then the hub's.
 	mu      sync.Mutex
-	faults  [2]Fault   // indexed by sending zone
-	fwd     *forwarder // running while a fault is set (userspace shaper)
+	faults  [2]Fault    // indexed by sending zone
+	fwd     *shaper.Hub // running while a fault is set (userspace shaper)
 	procs   []*Proc
 	nprocs  int
 	cleaned bool
@@ -464,7 +456,7 @@ func (z *Zones) setFaults(change func(*[2]Fault)) {
 // applyNetem installs f on the egress of from's replication veth.
 func (z *Zones) applyNetem(from Zone, f Fault) error {
 	ns := z.ns[from]
-	if f.zero() {
+	if f == (Fault{}) {
 		out, err := exec.Command("tc", "-n", ns, "qdisc", "del", "dev", ReplIface, "root").CombinedOutput()
 		// The kernel's default qdisc is not deletable; that is a clean link.
 		if err != nil && !bytes.Contains(out, []byte("handle of zero")) && !bytes.Contains(out, []byte("No such file")) {
@@ -501,14 +493,14 @@ func netemArgs(ns string, f Fault) []string {
 // applyUserspace moves namespace m between the kernel bridge (no fault) and
 // the forwarder (any fault). Caller holds z.mu.
 func (z *Zones) applyUserspace() error {
-	anyFault := !z.faults[0].zero() || !z.faults[1].zero()
+	anyFault := z.faults != [2]Fault{}
 	m := z.mid
 	ports := [2]string{mPort(ZoneA), mPort(ZoneB)}
 	switch {
 	case anyFault && z.fwd == nil:
 		// Open the forwarder first (it discards while the bridge still
 		// forwards), then take the ports off the bridge, then let it forward.
-		fwd, err := startForwarder(m, ports)
+		fwd, err := shaper.Open(m, ports[:])
 		if err != nil {
 			return err
 		}
@@ -517,25 +509,25 @@ func (z *Zones) applyUserspace() error {
 				for _, q := range ports[:i] { // best effort: leave the link as it was
 					_ = exec.Command("ip", "-n", m, "link", "set", "dev", q, "master", bridgeName).Run()
 				}
-				fwd.close()
+				fwd.Close()
 				return fmt.Errorf("detaching %s from the bridge: %v: %s", p, err, bytes.TrimSpace(out))
 			}
 		}
 		z.fwd = fwd
-		fwd.set(z.faults, true)
+		fwd.Set(z.faults[:], true)
 	case anyFault:
-		z.fwd.set(z.faults, true)
+		z.fwd.Set(z.faults[:], true)
 	case z.fwd != nil:
 		// Back to the bridge: stop forwarding before re-attaching, so that
 		// no frame is delivered twice.
-		z.fwd.set(z.faults, false)
+		z.fwd.Set(z.faults[:], false)
 		var err error
 		for _, p := range ports {
 			if out, e := exec.Command("ip", "-n", m, "link", "set", "dev", p, "master", bridgeName).CombinedOutput(); e != nil {
 				err = errors.Join(err, fmt.Errorf("attaching %s to the bridge: %v: %s", p, e, bytes.TrimSpace(out)))
 			}
 		}
-		z.fwd.close()
+		z.fwd.Close()
 		z.fwd = nil
 		return err
 	}
@@ -610,7 +602,7 @@ func (z *Zones) cleanup() {
 		p.Kill9()
 	}
 	if fwd != nil {
-		fwd.close()
+		fwd.Close()
 	}
 	z.releaseSubnetLock()
 	if z.t.Failed() || os.Getenv(EnvKeepLogs) == "1" {

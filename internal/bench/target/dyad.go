@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dyad-db/dyad/internal/bench/proc"
 )
@@ -55,10 +56,10 @@ func (d *dyad) Start(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	ep := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	_, err = g.start("dyad", proc.Spec{Bin: d.env.Bins.Dyad, Args: []string{"serve",
+	_, err = g.start("dyad", proc.Spec{Bin: d.env.Bins.Dyad, Args: append([]string{"serve",
 		"--name", "bench", "--data-dir", g.dir + "/data",
 		"--listen-client-urls", "http://" + ep,
-		"--log-level", d.env.logLevel(), "--log-format", "text"}})
+		"--log-level", d.env.logLevel(), "--log-format", "text"}, d.env.quotaArgs()...)})
 	if err == nil {
 		err = waitServing(ctx, []string{ep}, g.failed)
 	}
@@ -82,3 +83,6 @@ func (e Env) logLevel() string {
 	}
 	return e.LogLevel
 }
+
+// RestartAll restarts the node (target.Restartable).
+func (d *dyad) RestartAll() (time.Time, error) { return d.g.restartAll() }

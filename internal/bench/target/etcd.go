@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/dyad-db/dyad/internal/bench/netns"
 	"github.com/dyad-db/dyad/internal/bench/proc"
 )
 
@@ -14,11 +16,19 @@ import (
 // scripts/peers.sh. Three members is the study's two zones plus a witness;
 // on one machine the zones are not separated by a network. Two members (one
 // per zone, no witness) exists for the contrast benchmark of a zone loss.
+//
+// Shaped (etcd-3@<delay>), every member runs in its own network namespace
+// and every link between two members is delay long each way, through the
+// userspace shaper (internal/bench/netns), so that a quorum pays the same
+// distance as dyad's pair does; clients reach each member directly.
 type etcd struct {
 	env     Env
 	members int
 	bin     string
 	g       *group
+	shaped  bool
+	delay   time.Duration
+	net     *netns.Pair // when shaped
 }
 
 func newEtcd(env Env, members int) (*etcd, error) {
@@ -29,10 +39,16 @@ func newEtcd(env Env, members int) (*etcd, error) {
 	return &etcd{env: env, members: members, bin: bin}, nil
 }
 
-func (e *etcd) Name() string { return fmt.Sprintf("etcd-%d", e.members) }
+func (e *etcd) Name() string {
+	return fmt.Sprintf("etcd-%d", e.members) + delaySuffix(e.shaped, e.delay)
+}
 
 func (e *etcd) Version() string {
-	return fmt.Sprintf("etcd %s, %d member(s)", strings.TrimPrefix(moduleVersion(e.bin, "go.etcd.io/etcd/server/v3"), "v"), e.members)
+	v := fmt.Sprintf("etcd %s, %d member(s)", strings.TrimPrefix(moduleVersion(e.bin, "go.etcd.io/etcd/server/v3"), "v"), e.members)
+	if e.shaped {
+		v += fmt.Sprintf(", %v apart each way (userspace shaper)", e.delay)
+	}
+	return v
 }
 
 func (e *etcd) Start(ctx context.Context) ([]string, error) {
@@ -41,25 +57,40 @@ func (e *etcd) Start(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	e.g = g
-	ports, err := proc.FreePorts(2 * e.members)
-	if err != nil {
-		return nil, err
+	var clientAddr, peerAddr func(i int) string
+	if e.shaped {
+		if e.net, err = netns.NewWith(netns.Options{Zones: e.members, Delay: e.delay, Hub: true}); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		clientAddr = func(i int) string { return e.net.ClientIP(i) + ":2379" }
+		peerAddr = func(i int) string { return e.net.ReplIP(i) + ":2380" }
+	} else {
+		ports, err := proc.FreePorts(2 * e.members)
+		if err != nil {
+			return nil, err
+		}
+		clientAddr = func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[2*i]) }
+		peerAddr = func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]) }
 	}
 	var cluster, eps []string
 	for i := range e.members {
-		cluster = append(cluster, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
-		eps = append(eps, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
+		cluster = append(cluster, fmt.Sprintf("m%d=http://%s", i, peerAddr(i)))
+		eps = append(eps, clientAddr(i))
 	}
 	for i := range e.members {
 		name := fmt.Sprintf("m%d", i)
-		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
-		_, err = g.start(name, proc.Spec{Bin: e.bin, Args: []string{
+		peer := "http://" + peerAddr(i)
+		bin, args := e.bin, []string{
 			"--name", name, "--data-dir", filepath.Join(g.dir, name),
 			"--listen-client-urls", "http://" + eps[i], "--advertise-client-urls", "http://" + eps[i],
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new",
-			"--log-level", e.env.logLevel()}})
-		if err != nil {
+			"--log-level", e.env.logLevel()}
+		args = append(args, e.env.quotaArgs()...)
+		if e.shaped {
+			bin, args = e.net.Command(i, bin, args...)
+		}
+		if _, err = g.start(name, proc.Spec{Bin: bin, Args: args}); err != nil {
 			break
 		}
 	}
@@ -73,10 +104,15 @@ func (e *etcd) Start(ctx context.Context) ([]string, error) {
 }
 
 func (e *etcd) Stop() error {
-	if e.g == nil {
-		return nil
+	var errs []error
+	if e.g != nil {
+		errs = append(errs, e.g.stop())
 	}
-	return e.g.stop()
+	if e.net != nil {
+		errs = append(errs, e.net.Close())
+		e.net = nil
+	}
+	return errors.Join(errs...)
 }
 
 // external is an etcd-API endpoint the user runs; the bench neither starts
@@ -100,3 +136,6 @@ func (x *external) Start(ctx context.Context) ([]string, error) {
 	}
 	return x.eps, nil
 }
+
+// RestartAll restarts every member (target.Restartable).
+func (e *etcd) RestartAll() (time.Time, error) { return e.g.restartAll() }

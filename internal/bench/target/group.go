@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/dyad-db/dyad/internal/bench/proc"
 )
@@ -78,4 +79,32 @@ func (g *group) stop() error {
 	}
 	g.procs, g.logs = nil, nil
 	return errors.Join(errs...)
+}
+
+// restartAll stops every process (SIGTERM, as an operator's restart does)
+// and starts each again on its data, in the original order. It returns
+// when the last one has been started, with the time the first one was,
+// and does not wait for them to serve.
+func (g *group) restartAll() (time.Time, error) {
+	var errs []error
+	for i := len(g.procs) - 1; i >= 0; i-- {
+		if err := g.procs[i].Stop(stopGrace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return time.Time{}, err
+	}
+	var first time.Time
+	for i, old := range g.procs {
+		if i == 0 {
+			first = time.Now()
+		}
+		p, err := proc.Start(old.Spec())
+		if err != nil {
+			return first, err
+		}
+		g.procs[i] = p
+	}
+	return first, nil
 }

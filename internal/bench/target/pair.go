@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/dyad-db/dyad/internal/bench/netns"
 	"github.com/dyad-db/dyad/internal/bench/proc"
@@ -17,7 +18,11 @@ import (
 // The bench's clients spread over both nodes' client addresses, as one
 // kube-apiserver per zone would.
 type Pair struct {
-	env     Env
+	env Env
+	// shaped puts the zones delay apart through the userspace shaper
+	// (name dyad-pair@<delay>).
+	shaped  bool
+	delay   time.Duration
 	g       *group
 	net     *netns.Pair
 	nodes   [2]*proc.Proc
@@ -34,7 +39,7 @@ func newPair(env Env) (*Pair, error) {
 	return &Pair{env: env}, nil
 }
 
-func (p *Pair) Name() string    { return "dyad-pair" }
+func (p *Pair) Name() string    { return "dyad-pair" + delaySuffix(p.shaped, p.delay) }
 func (p *Pair) Version() string { return p.version }
 
 // Zones returns the client endpoint of zone a's node and of zone b's.
@@ -73,19 +78,20 @@ func (p *Pair) Start(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	p.g = g
-	if p.net, err = netns.New(); err != nil {
+	if p.net, err = netns.NewWith(netns.Options{Delay: p.delay, Hub: p.shaped}); err != nil {
 		return nil, fmt.Errorf("dyad-pair: %w", err)
 	}
 	cluster := fmt.Sprintf("a=http://%s:2380,b=http://%s:2380", p.net.ReplIP(0), p.net.ReplIP(1))
 	for z, name := range []string{"a", "b"} {
 		p.eps[z] = p.net.ClientIP(z) + ":2379"
-		bin, args := p.net.Command(z, p.env.Bins.Dyad, "serve",
+		serve := append([]string{"serve",
 			"--name", name, "--data-dir", filepath.Join(g.dir, name),
 			"--initial-cluster", cluster,
 			"--dds-interface", netns.ReplIface,
-			"--listen-client-urls", "http://"+p.eps[z],
-			"--listen-metrics-urls", "http://"+p.net.ClientIP(z)+":"+metricsPort,
-			"--log-level", p.env.logLevel(), "--log-format", "text")
+			"--listen-client-urls", "http://" + p.eps[z],
+			"--listen-metrics-urls", "http://" + p.net.ClientIP(z) + ":" + metricsPort,
+			"--log-level", p.env.logLevel(), "--log-format", "text"}, p.env.quotaArgs()...)
+		bin, args := p.net.Command(z, p.env.Bins.Dyad, serve...)
 		if p.nodes[z], err = g.start(name, proc.Spec{Bin: bin, Args: args}); err != nil {
 			break
 		}
@@ -99,6 +105,9 @@ func (p *Pair) Start(ctx context.Context) ([]string, error) {
 		return nil, errors.Join(fmt.Errorf("dyad-pair: %w", err), p.Stop())
 	}
 	p.version = dyadVersion(p.env.Bins.Dyad) + ", 2 zones over Cyclone DDS"
+	if p.shaped {
+		p.version += fmt.Sprintf(", %v apart each way (userspace shaper)", p.delay)
+	}
 	return p.eps[:], nil
 }
 
@@ -112,4 +121,11 @@ func (p *Pair) Stop() error {
 		p.net = nil
 	}
 	return errors.Join(errs...)
+}
+
+// RestartAll restarts both nodes (target.Restartable).
+func (p *Pair) RestartAll() (time.Time, error) {
+	t, err := p.g.restartAll()
+	copy(p.nodes[:], p.g.procs)
+	return t, err
 }

@@ -19,19 +19,23 @@ const (
 	ProfileReplication = "replication"
 	ProfileLoad        = "load"
 	ProfileContrast    = "contrast"
+	ProfileDelay       = "delay"
 	ProfileAll         = "two-zone"
 )
 
 // Profiles lists them in the order they run on a target.
-var Profiles = []string{ProfileReplication, ProfileFailover, ProfileLoad, ProfileContrast}
+var Profiles = []string{ProfileReplication, ProfileFailover, ProfileLoad, ProfileContrast, ProfileDelay}
 
 // Bench is the selection `dyad bench` runs after each target's request
 // matrix (bench.Config.Extra): the dyad-pair benchmarks on dyad-pair, the
-// contrast on every target.Faulty.
+// contrast on every target.Faulty, the delay benchmark on dyad-pair and
+// etcd-3 (it starts shaped copies of them, built from Env).
 type Bench struct {
 	Selected []string // of Profiles
 	Config   Config
+	Env      target.Env
 	contrast *ContrastResult // the one section every faulty target adds a row to
+	delay    *DelayResult    // the one section dyad-pair and etcd-3 add rows to
 }
 
 // SplitProfiles separates this package's profiles from a --profile list;
@@ -72,6 +76,10 @@ func (b *Bench) has(p string) bool { return slices.Contains(b.Selected, p) }
 func (b *Bench) Expected(t target.Target) time.Duration {
 	cfg := b.Config
 	var d time.Duration
+	if len(cfg.Delays) > 0 && b.has(ProfileDelay) && slices.Contains(delaySystems, t.Name()) {
+		// A start, then two cells with a second's warm-up each, per delay.
+		d += time.Duration(len(cfg.Delays)) * (15*time.Second + 2*(cfg.DelayDuration+time.Second))
+	}
 	if _, ok := t.(*target.Pair); ok {
 		if b.has(ProfileReplication) {
 			d += cfg.Duration + 5*time.Second
@@ -85,7 +93,7 @@ func (b *Bench) Expected(t target.Target) time.Duration {
 		return d
 	}
 	if _, ok := t.(target.Faulty); ok && b.has(ProfileContrast) {
-		d = cfg.Window + 20*time.Second // the fault, the window, the revival
+		d += cfg.Window + 20*time.Second // the fault, the window, the revival
 	}
 	return d
 }
@@ -102,6 +110,26 @@ func (b *Bench) Run(ctx context.Context, t target.Target, eps []string, rep *rep
 			rep.Extras = map[string]any{}
 		}
 		rep.Extras[name+"/"+t.Name()] = s
+	}
+	if len(cfg.Delays) > 0 && b.has(ProfileDelay) && slices.Contains(delaySystems, t.Name()) {
+		if b.delay == nil {
+			b.delay = &DelayResult{Clients: cfg.DelayClients}
+			rep.Sections = append(rep.Sections, b.delay)
+			if rep.Extras == nil {
+				rep.Extras = map[string]any{}
+			}
+			rep.Extras[ProfileDelay] = b.delay
+		}
+		dcfg := cfg
+		dcfg.Progress = progress
+		rows, err := Delay(ctx, t.Name(), b.Env, dcfg)
+		b.delay.Rows = append(b.delay.Rows, rows...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ProfileDelay, err))
+		}
+		if ctx.Err() != nil {
+			return errors.Join(errs...)
+		}
 	}
 	if p, ok := t.(*target.Pair); ok {
 		var parts []string
@@ -151,7 +179,7 @@ func (b *Bench) Run(ctx context.Context, t target.Target, eps []string, rep *rep
 		cfg.Progress = progress
 		row, err := Contrast(ctx, f, eps, cfg)
 		b.contrast.Rows = append(b.contrast.Rows, row)
-		return err
+		errs = append(errs, err)
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -22,6 +22,14 @@ type Config struct {
 	LoadDuration time.Duration
 	// Window is how long the contrast waits for writes after the kill.
 	Window time.Duration
+	// Delays are the one-way delays between the zones the delay
+	// benchmark runs dyad-pair and etcd-3 at (0: through the shaper, no
+	// delay).
+	Delays []time.Duration
+	// DelayDuration is the measured time of each of its cells, and
+	// DelayClients the client count of its throughput cell.
+	DelayDuration time.Duration
+	DelayClients  int
 	// ValueSize of every written value (bytes).
 	ValueSize int
 	// Prefix starts every key written.

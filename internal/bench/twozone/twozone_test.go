@@ -3,10 +3,12 @@ package twozone
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dyad-db/dyad/internal/bench/target"
+	"github.com/dyad-db/dyad/internal/bench/workload"
 )
 
 func TestSplitProfiles(t *testing.T) {
@@ -19,7 +21,7 @@ func TestSplitProfiles(t *testing.T) {
 		{"raw,contrast,k8s", []string{"contrast"}, []string{"raw", "k8s"}},
 		{"two-zone", Profiles, nil},
 		{"all", Profiles, []string{"all"}},
-		{"failover,two-zone, failover", []string{"failover", "replication", "load", "contrast"}, nil},
+		{"failover,two-zone, failover", []string{"failover", "replication", "load", "contrast", "delay"}, nil},
 		{"", nil, nil},
 	} {
 		mine, rest := SplitProfiles(c.in)
@@ -196,5 +198,64 @@ func TestExpected(t *testing.T) {
 		if got := b.Expected(tt.t); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+	// The delay benchmark counts, per delay, a start and two cells of a
+	// second's warm-up plus DelayDuration, on etcd-3 and dyad-pair only.
+	cfg.Delays, cfg.DelayDuration = []time.Duration{0, time.Millisecond}, 4*time.Second
+	perDelay := 15*time.Second + 2*5*time.Second
+	for _, tt := range []struct {
+		t    target.Target
+		want time.Duration
+	}{
+		{namedStub{name: "etcd-3"}, 2*perDelay + 30*time.Second},
+		{namedStub{name: "etcd-1"}, 30 * time.Second},
+	} {
+		b := &Bench{Selected: Profiles, Config: cfg}
+		if got := b.Expected(tt.t); got != tt.want {
+			t.Errorf("%s with delays: %v, want %v", tt.t.Name(), got, tt.want)
+		}
+	}
+}
+
+// namedStub is a faultyStub with a name.
+type namedStub struct {
+	faultyStub
+	name string
+}
+
+func (n namedStub) Name() string { return n.name }
+
+// TestDelaySection: the delay section puts each delay's dyad-pair and
+// etcd-3 rows side by side with dyad-pair's ratios to etcd-3 at the same
+// delay, and shows a failed run as failed.
+func TestDelaySection(t *testing.T) {
+	res := func(p50, p99, thr float64) workload.Result {
+		return workload.Result{Op: workload.Put, Ops: 100, P50US: p50, P99US: p99, Throughput: thr}
+	}
+	r := &DelayResult{Clients: 64, Rows: []DelayRow{
+		{System: "dyad-pair", Delay: 2 * time.Millisecond, One: res(6000, 9000, 0), Many: res(0, 0, 3000)},
+		{System: "etcd-3", Delay: 2 * time.Millisecond, One: res(8000, 12000, 0), Many: res(0, 0, 2000)},
+		{System: "dyad-pair", Delay: 500 * time.Microsecond, Err: "start: boom\nmore"},
+	}}
+	var b strings.Builder
+	if err := r.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"| 2ms | dyad-pair | 6.00 ms | 9.00 ms | 3000 | 0.75× | 0.75× | 1.50× |",
+		"| 2ms | etcd-3 | 8.00 ms | 12.00 ms | 2000 |  |  |  |",
+		"| 500µs | dyad-pair | failed: start: boom more |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q:\n%s", want, md)
+		}
+	}
+	var h strings.Builder
+	if err := r.HTML(&h); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(h.String(), "<svg"); n != 2 {
+		t.Errorf("%d plots, want 2 (latency and throughput)", n)
 	}
 }

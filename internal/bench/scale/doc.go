@@ -1,0 +1,23 @@
+// Package scale is `dyad bench --profile scale`: a target holding many
+// pod-shaped objects (500,000 of 2 KiB by default, --scale-objects to run
+// smaller) and the figures that change with size, measured on dyad, the
+// dyad pair and etcd side by side:
+//
+//   - time to serve after a restart: every process of the target stopped
+//     with SIGTERM and started again, from the first start until a
+//     linearizable read and a write both succeed (and, for reference,
+//     until the client port accepts a connection);
+//   - single-get latency: linearizable Gets of random objects, one client;
+//   - put rate and watch lag under many watchers (1,000 by default, as many
+//     on each of the objects' 100 namespaces): the lag of each event is the
+//     time from the write's acknowledgement to its delivery on a watcher (0
+//     if delivered first);
+//   - put latency alone and during a LIST storm: listers read the whole
+//     prefix in pages (limit 500, later pages at the first page's
+//     revision, as the apiserver paginates) while writers update objects.
+//
+// Writers update existing objects, so the object count holds through the
+// run. Transient errors ("no leader", unavailable) are retried, as an
+// apiserver retries them, and counted. Every goroutine is owned by the phase that starts it and has ended
+// when that phase returns.
+package scale

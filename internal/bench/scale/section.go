@@ -1,0 +1,176 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/bench/report"
+	"github.com/dyad-db/dyad/internal/bench/target"
+)
+
+// Result is the report section: one row per target.
+type Result struct {
+	Config Config `json:"config"`
+	Rows   []Row  `json:"rows"`
+}
+
+// Bench runs the profile as (part of) a bench.Config.Extra.
+type Bench struct {
+	Config Config
+	result *Result // the one section every target adds a row to
+}
+
+// Expected is the profile's share of the progress bar on t.
+func (b *Bench) Expected(t target.Target) time.Duration {
+	if !Applies(t) {
+		return 0
+	}
+	return b.Config.Expected()
+}
+
+// Run measures t if the profile applies to it and adds its row.
+func (b *Bench) Run(ctx context.Context, t target.Target, eps []string, rep *report.Report, progress func(string, float64)) error {
+	if !Applies(t) {
+		return nil
+	}
+	if b.result == nil {
+		cfg := b.Config
+		cfg.Progress = nil
+		b.result = &Result{Config: cfg}
+		rep.Sections = append(rep.Sections, b.result)
+		if rep.Extras == nil {
+			rep.Extras = map[string]any{}
+		}
+		rep.Extras[Profile] = b.result
+	}
+	cfg := b.Config
+	cfg.Progress = progress
+	row, err := Run(ctx, t, eps, cfg)
+	b.result.Rows = append(b.result.Rows, row)
+	return err
+}
+
+func (*Result) Title() string { return "At scale" }
+
+// baselines pairs each dyad target with the etcd it is compared with.
+var baselines = map[string]string{"dyad": "etcd-1", "dyad-pair": "etcd-3"}
+
+func (r *Result) find(name string) (Row, bool) {
+	for _, row := range r.Rows {
+		if row.Target == name && row.Err == "" {
+			return row, true
+		}
+	}
+	return Row{}, false
+}
+
+// Kinds of figure.
+const (
+	seconds = iota
+	perSecond
+	count
+)
+
+// figures are the rows of the section: name, value (seconds, a rate or a
+// count) and its kind.
+var figures = []struct {
+	name  string
+	value func(Row) float64
+	kind  int
+}{
+	{"time to serve after restart", func(r Row) float64 { return r.Serve.Seconds() }, seconds},
+	{"client port open after restart", func(r Row) float64 { return r.PortOpen.Seconds() }, seconds},
+	{"get p50 (1 client)", func(r Row) float64 { return r.Get.P50.Seconds() }, seconds},
+	{"get p99 (1 client)", func(r Row) float64 { return r.Get.P99.Seconds() }, seconds},
+	{"put rate, no watcher", func(r Row) float64 { return r.PutRate }, perSecond},
+	{"put rate under the watchers", func(r Row) float64 { return r.PutRateWatched }, perSecond},
+	{"watch events delivered", func(r Row) float64 { return float64(r.WatchLag.N) }, count},
+	{"watch lag p50", func(r Row) float64 { return r.WatchLag.P50.Seconds() }, seconds},
+	{"watch lag p99", func(r Row) float64 { return r.WatchLag.P99.Seconds() }, seconds},
+	{"watch lag max", func(r Row) float64 { return r.WatchLag.Max.Seconds() }, seconds},
+	{"put p50 alone", func(r Row) float64 { return r.Put.P50.Seconds() }, seconds},
+	{"put p99 alone", func(r Row) float64 { return r.Put.P99.Seconds() }, seconds},
+	{"put p50 during the LIST storm", func(r Row) float64 { return r.PutStorm.P50.Seconds() }, seconds},
+	{"put p99 during the LIST storm", func(r Row) float64 { return r.PutStorm.P99.Seconds() }, seconds},
+	{"LIST pages read", func(r Row) float64 { return float64(r.ListPages) }, count},
+	{"LIST first page p50", func(r Row) float64 { return r.Pages.P50.Seconds() }, seconds},
+	{"LIST first page p99", func(r Row) float64 { return r.Pages.P99.Seconds() }, seconds},
+	{"load time", func(r Row) float64 { return r.Load.Seconds() }, seconds},
+}
+
+func fmtFigure(v float64, kind int) string {
+	switch kind {
+	case perSecond:
+		return fmt.Sprintf("%.0f/s", v)
+	case count:
+		return fmt.Sprintf("%.0f", v)
+	}
+	d := time.Duration(v * 1e9)
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	}
+}
+
+func (r *Result) Markdown(w io.Writer) error {
+	var b strings.Builder
+	c := r.Config
+	fmt.Fprintf(&b, "%d pod-shaped objects of %d bytes on each target; %s per phase; %d writers updating random objects; %d watchers, as many on each of the objects' 100 namespaces (16 watch streams); %d listers reading it all in pages of %d. Time to serve: every process stopped with SIGTERM and started again, until a linearizable read and a write both succeed. Ratios are dyad ÷ etcd-1 and dyad-pair ÷ etcd-3 (below 1 is better for times, above 1 for rates).\n\n",
+		c.Objects, c.ObjectSize, c.Duration, c.Writers, c.Watchers, c.Listers, c.PageSize)
+	var cols []string
+	for _, row := range r.Rows {
+		cols = append(cols, row.Target)
+	}
+	b.WriteString("| figure | " + strings.Join(cols, " | ") + " | dyad ÷ etcd-1 | dyad-pair ÷ etcd-3 |\n|---|")
+	b.WriteString(strings.Repeat("--:|", len(cols)+2) + "\n")
+	for _, f := range figures {
+		fmt.Fprintf(&b, "| %s |", f.name)
+		for _, row := range r.Rows {
+			if row.Err != "" {
+				b.WriteString(" failed |")
+				continue
+			}
+			fmt.Fprintf(&b, " %s |", fmtFigure(f.value(row), f.kind))
+		}
+		for _, d := range []string{"dyad", "dyad-pair"} {
+			dr, ok1 := r.find(d)
+			br, ok2 := r.find(baselines[d])
+			if !ok1 || !ok2 || f.value(br) == 0 {
+				b.WriteString(" — |")
+				continue
+			}
+			fmt.Fprintf(&b, " %.2f× |", f.value(dr)/f.value(br))
+		}
+		b.WriteString("\n")
+	}
+	for _, row := range r.Rows {
+		if row.Retries > 0 {
+			fmt.Fprintf(&b, "\n%s: %d requests retried after a transient error (no leader, unavailable).\n", row.Target, row.Retries)
+		}
+		if row.Missed > 0 {
+			fmt.Fprintf(&b, "\n%s: %d watch events not delivered within 10 s of the last write.\n", row.Target, row.Missed)
+		}
+		if row.Err != "" {
+			fmt.Fprintf(&b, "\n%s failed: %s\n", row.Target, strings.ReplaceAll(row.Err, "\n", " "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (r *Result) HTML(w io.Writer) error {
+	var b strings.Builder
+	if err := r.Markdown(&b); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "<pre>%s</pre>\n", template.HTMLEscapeString(b.String()))
+	return err
+}
