@@ -26,6 +26,13 @@ type fwdWrite struct {
 }
 type fwdRefused struct{ id uint64 }
 
+// seenWrites holds the forwarded writes one run of a node logged, by
+// (origin, write ID). A duplicate packet is dropped, as the server's
+// dedup ring does (internal/server/forward.go), instead of being logged a
+// second time at a later revision. Like the server's, it lives as long as
+// the run.
+type seenWrites map[[2]uint64]bool
+
 func (n *node) now() int64 { return n.clock.Local(n.w.q.Now()) }
 
 func (n *node) up() bool { return n.n != nil && n.w.q.Now() >= n.frozenUntil }
