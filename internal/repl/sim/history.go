@@ -128,7 +128,7 @@ func (h *History) Unknown() int {
 // "" when the history is linearizable, else the failure's kind and why (a
 // timeout counts as a failure: an unfinished check proves nothing).
 func (h *History) Check(timeout time.Duration) (kind, why string) {
-	res := porcupine.CheckOperationsTimeout(Model(), h.ops, timeout)
+	res := porcupine.CheckOperationsTimeout(Model(), resolveUnknown(h.ops), timeout)
 	switch res {
 	case porcupine.Ok:
 		return "", ""
