@@ -53,6 +53,11 @@ func (n *Node) stepHeartbeat(m *Message) {
 	}
 	n.det.Heard(&hb, m.Received)
 	pr.Last, pr.Heard = hb, true
+	if n.thawed != 0 && hb.HeardAgo >= 0 && m.Received-int64(hb.HeardAgo) >= n.thawed {
+		// The peer has heard this node since its thaw: it either still
+		// follows or says it leads (noticeFreeze).
+		n.thawed = 0
+	}
 	n.holdOff = ""
 	if n.det.PeerDeaf(&hb, m.Received) {
 		n.holdOff = "the peer does not hear this node"
