@@ -176,19 +176,29 @@ func (n *Node) stepSolo() {
 }
 
 // noticeFreeze gives the detector the clock (which restarts its counts
-// after a freeze of this node) and notes a freeze of a primary longer
-// than Lease/2 in thawed. The replica promotes once the primary has been
-// silent for a lease of its own running time; a primary that sent
-// nothing for over half of that may have been replaced (a few lost
-// heartbeats make up the rest), and cannot tell from here. Until its peer
-// shows it has heard this node since the thaw (stepHeartbeat), it must
-// not lead alone: should the replica -> primary direction be cut, a
-// replica that took over is silent here just like a dead one, and
-// leading alone beside it made two leaders after a freeze and a one-way
-// cut (sim seed 1250). The cost: a replica that dies around such a freeze
-// leaves the primary waiting for it or for dyad force-primary.
+// after a freeze of this node) and notes in thawed a freeze of a primary
+// longer than Lease/2 that began while its replica was heard (within
+// Lease/2). The replica promotes once the primary has been silent for a
+// lease of its own running time; a primary that sent nothing for over
+// half of that may have been replaced (a few lost heartbeats make up the
+// rest), and cannot tell from here. Until its peer shows it has heard
+// this node since the thaw (stepHeartbeat), it must not lead alone:
+// should the replica -> primary direction be cut, a replica that took
+// over is silent here just like a dead one, and leading alone beside it
+// made two leaders after a freeze and a one-way cut (sim seed 1250).
+//
+// A replica already silent when the freeze began is most likely dead,
+// and the freeze is a stall (common on a loaded machine) on the way to
+// going solo: waiting for the operator there would break the failover
+// of a single fault, so the rule leaves that case alone. The cost of the
+// rule: a replica that dies during such a freeze leaves the primary
+// waiting for it or for dyad force-primary.
 func (n *Node) noticeFreeze() {
-	if gap := n.det.Tick(n.now); gap > int64(n.cfg.Lease/2) && n.role == RolePrimary {
+	gap := n.det.Tick(n.now)
+	if gap <= int64(n.cfg.Lease/2) || n.role != RolePrimary {
+		return
+	}
+	if heard := n.det.HeardAgo(n.now); heard >= 0 && int64(heard) <= gap+int64(n.cfg.Lease/2) {
 		n.thawed = n.now
 	}
 }
