@@ -1,6 +1,12 @@
 package sim
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
 
 // TestResolveUnknownKeepsVerdicts: settling unknown puts from the history
 // changes no verdict. Each case is checked as recorded; the resolution
@@ -49,12 +55,35 @@ func TestResolveUnknownKeepsVerdicts(t *testing.T) {
 			h.Add(0, 6, 10, put("k", "v1"), Output{Rev: 2})
 			h.Add(2, 20, 30, get("k"), Output{Rev: 2, Found: true, Value: "v1", ModRev: 2})
 		}, ""},
+		{"a gap two unknown puts may have made", func(h *History) {
+			h.Add(0, 0, 0, put("k", "a"), unknown)
+			h.Add(1, 1, 0, put("j", "b"), unknown)
+			h.Add(2, 5, 10, put("x", "c"), Output{Rev: 2})
+			h.Add(2, 20, 30, get("x"), Output{Rev: 2, Found: true, Value: "c", ModRev: 2})
+		}, ""},
+		{"a stale read beside a gap two unknown puts may have made", func(h *History) {
+			h.Add(0, 0, 0, put("k", "a"), unknown)
+			h.Add(1, 1, 0, put("j", "b"), unknown)
+			h.Add(2, 5, 10, put("x", "c"), Output{Rev: 2})
+			h.Add(2, 20, 30, get("x"), Output{Rev: 1})
+		}, "not-linearizable"},
+		{"a gap neither unknown put can have made", func(h *History) {
+			h.Add(0, 0, 0, put("k", "a"), unknown)
+			h.Add(1, 1, 0, put("j", "b"), unknown)
+			h.Add(2, 5, 10, put("x", "c"), Output{Rev: 2})
+			h.Add(2, 20, 30, get("k"), Output{Rev: 2}) // k unwritten at 2
+			h.Add(2, 40, 50, get("j"), Output{Rev: 2}) // nor j: nobody made revision 1
+		}, "not-linearizable"},
 	}
 	for _, c := range cases {
 		var h History
 		c.add(&h)
 		if kind, why := h.Check(0); kind != c.want {
 			t.Errorf("%s: verdict %q (%s), want %q", c.name, kind, why, c.want)
+		}
+		// Porcupine on the history as recorded agrees.
+		if raw := porcupine.CheckOperations(Model(), h.ops); raw != (c.want == "") {
+			t.Errorf("%s: porcupine on the raw history says linearizable=%v, want %q", c.name, raw, c.want)
 		}
 	}
 }
@@ -73,7 +102,7 @@ func TestResolveUnknownSettlesSeenPuts(t *testing.T) {
 		h.Add(1, at+10, at+20, Input{Key: "k"}, Output{Rev: rev, Found: true, Value: v, ModRev: rev})
 		h.Add(2, at+30, 0, Input{Put: true, Key: "j", Value: "x" + v}, Output{Unknown: true}) // never seen
 	}
-	ops := resolveUnknown(h.ops)
+	ops, _, _ := resolveUnknown(h.ops)
 	for _, op := range ops {
 		if op.Output.(Output).Unknown {
 			t.Fatalf("left open: %+v", op)
@@ -85,4 +114,87 @@ func TestResolveUnknownSettlesSeenPuts(t *testing.T) {
 	if kind, why := h.Check(0); kind != "" {
 		t.Fatalf("%s: %s", kind, why)
 	}
+}
+
+// TestCandidateHistories: a gap that two unknown puts may have made gives
+// one history per candidate, each without open operations.
+func TestCandidateHistories(t *testing.T) {
+	var h History
+	h.Add(0, 0, 0, Input{Put: true, Key: "k", Value: "a"}, Output{Unknown: true})
+	h.Add(1, 1, 0, Input{Put: true, Key: "j", Value: "b"}, Output{Unknown: true})
+	h.Add(2, 5, 10, Input{Put: true, Key: "x", Value: "c"}, Output{Rev: 2})
+	hs := candidateHistories(h.ops, 8)
+	if len(hs) != 2 {
+		t.Fatalf("%d histories, want one per candidate (2)", len(hs))
+	}
+	for i, ops := range hs {
+		if len(ops) != 2 {
+			t.Fatalf("history %d holds %d operations, want the known put and one candidate", i, len(ops))
+		}
+		for _, op := range ops {
+			if op.Output.(Output).Unknown {
+				t.Fatalf("history %d leaves %+v open", i, op)
+			}
+		}
+	}
+	if hs := candidateHistories(h.ops, 1); hs != nil {
+		t.Fatalf("over the limit: %d histories, want nil", len(hs))
+	}
+}
+
+// TestResolveAgreesWithPorcupine compares Check with porcupine on the
+// history as recorded, for short simulated runs (histories with unknown
+// puts) and for copies of them with one reply altered (most of which no
+// longer linearize). Neither verdict may differ.
+func TestResolveAgreesWithPorcupine(t *testing.T) {
+	cfg := Config{Duration: 8 * time.Second, Settle: 8 * time.Second}
+	rng := rand.New(rand.NewPCG(7, 7))
+	compared, illegal, withUnknown := 0, 0, 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		r := Run(Generate(seed, cfg), cfg)
+		if len(r.History) == 0 {
+			continue
+		}
+		variants := [][]porcupine.Operation{r.History}
+		for range 3 {
+			v := append([]porcupine.Operation(nil), r.History...)
+			i := rng.IntN(len(v))
+			o := v[i].Output.(Output)
+			if o.Unknown {
+				continue
+			}
+			switch rng.IntN(3) {
+			case 0:
+				o.Rev += int64(rng.IntN(3)) - 1
+			case 1:
+				o.ModRev += int64(rng.IntN(3)) - 1
+			default:
+				o.Found = !o.Found
+			}
+			v[i].Output = o
+			variants = append(variants, v)
+		}
+		for _, ops := range variants {
+			h := History{ops: ops}
+			raw := porcupine.CheckOperationsTimeout(Model(), ops, 20*time.Second)
+			if raw == porcupine.Unknown {
+				continue // porcupine alone cannot tell: nothing to compare
+			}
+			kind, why := h.Check(0)
+			if (kind == "") != (raw == porcupine.Ok) {
+				t.Fatalf("seed %d: Check says %q (%s), porcupine on the raw history %s", seed, kind, why, raw)
+			}
+			compared++
+			if raw == porcupine.Illegal {
+				illegal++
+			}
+			if h.Unknown() > 0 {
+				withUnknown++
+			}
+		}
+	}
+	if illegal == 0 || withUnknown == 0 || compared == illegal {
+		t.Fatalf("compared %d histories (%d illegal, %d with unknown puts): the comparison needs both verdicts and unknown puts", compared, illegal, withUnknown)
+	}
+	t.Logf("compared %d histories: %d illegal, %d with unknown puts", compared, illegal, withUnknown)
 }
