@@ -53,7 +53,12 @@ func (n *Node) stepWaiting() {
 		// one that led a synchronous epoch and crashed was replaced by
 		// its replica.
 		n.lead("restarted after a split brain that this node wins")
-	case fresh && p.Role.Leads():
+	case fresh && p.Role.Leads() && !(n.ledLast && p.Epoch.Term < n.epoch.Term):
+		// Not a peer that leads an epoch older than the one this node
+		// led last: that peer has not heard of it yet (it was frozen
+		// through this node's takeover) and steps down when it does
+		// (stepPrimary). Following it left both nodes replicas of each
+		// other for good (sim seed 10075).
 		n.follow()
 	case fresh && p.Role == RoleReplica && n.ledLast:
 		// Back before the replica promoted: lead again; it follows. Only
@@ -125,6 +130,12 @@ func (n *Node) stepPrimary() {
 	if n.peerFresh() && p.Role.Leads() && p.Epoch.Term > n.epoch.Term {
 		n.countFalseFailover()
 		n.stepDown("peer leads a newer epoch")
+		return
+	}
+	if n.peerFresh() && p.Role == RoleWaiting && p.LedLast && p.Epoch.Term > n.epoch.Term {
+		// The replica took over while this node was frozen, and has
+		// restarted since: it acknowledges nothing for this epoch.
+		n.stepDown("the peer led a newer epoch")
 		return
 	}
 	if (n.det.PeerDead(n.now) || n.ackOverdue()) && n.det.PeerLeaseExpired(n.now) {
