@@ -53,12 +53,14 @@ func (n *Node) stepWaiting() {
 		// one that led a synchronous epoch and crashed was replaced by
 		// its replica.
 		n.lead("restarted after a split brain that this node wins")
-	case fresh && p.Role.Leads() && !(n.ledLast && p.Epoch.Term < n.epoch.Term):
-		// Not a peer that leads an epoch older than the one this node
-		// led last: that peer has not heard of it yet (it was frozen
-		// through this node's takeover) and steps down when it does
-		// (stepPrimary). Following it left both nodes replicas of each
-		// other for good (sim seed 10075).
+	case fresh && p.Role.Leads() && !(p.Role == RolePrimary && n.ledLast && p.Epoch.Term < n.epoch.Term):
+		// Not a synchronous primary of an epoch older than the one this
+		// node led last: that peer has not heard of it yet (it was
+		// frozen through this node's takeover), acknowledged nothing
+		// alone, and steps down when it hears this node (stepPrimary).
+		// Following it left both nodes replicas of each other for good
+		// (sim seed 10075). A solo peer is followed whatever its term:
+		// a split brain, which the catch-up finds.
 		n.follow()
 	case fresh && p.Role == RoleReplica && n.ledLast:
 		// Back before the replica promoted: lead again; it follows. Only
