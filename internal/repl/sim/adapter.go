@@ -199,13 +199,12 @@ func (n *node) handle(p Packet) {
 		m.Received = n.now()
 		n.n.Step(m)
 	case fwdWrite:
-		if n.forwarded[[2]uint64{m.origin, m.id}] && n.n.Role().Leads() {
-			break // a duplicate: the first copy was logged
+		if n.forwarded[[2]uint64{m.origin, m.id}] {
+			break // a duplicate: the first copy was logged or refused
 		}
+		n.forwarded[[2]uint64{m.origin, m.id}] = true
 		if err := n.propose(m.origin, m.id, m.key, m.value); err != nil {
 			n.w.net.Send(Packet{From: n.idx, To: p.From, Payload: fwdRefused{id: m.id}})
-		} else {
-			n.forwarded[[2]uint64{m.origin, m.id}] = true
 		}
 	case fwdRefused:
 		if op := n.puts[m.id]; op != nil {
