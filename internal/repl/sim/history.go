@@ -98,7 +98,7 @@ func Model() porcupine.Model {
 
 // maxCandidateHistories bounds the histories Check hands porcupine for
 // one run (candidateHistories).
-const maxCandidateHistories = 256
+const maxCandidateHistories = 1024
 
 // History records client operations on virtual time.
 type History struct {
