@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -33,42 +34,41 @@ import (
 //     everything recorded, and is left out (placed last, it changes no
 //     outcome).
 //
-// A gap with several candidates is left to candidateHistories.
+// Gaps with several candidates are left to candidateHistories.
 //
-// It returns a new slice (ops is not changed) and, when some gap still
-// has more than one candidate, the first such gap and the indexes of its
-// candidates in the returned slice.
-func resolveUnknown(ops []porcupine.Operation) (out []porcupine.Operation, gap int64, cands []int) {
+// It returns a new slice (ops is not changed), the gaps left, and the
+// indexes in it of the unknown puts left open (each a candidate for at
+// least one of those gaps).
+func resolveUnknown(ops []porcupine.Operation) (out []porcupine.Operation, gaps []int64, open []int) {
 	out = append([]porcupine.Operation(nil), ops...)
-	open := map[int]bool{} // indexes in out of unknown puts not yet settled
+	isOpen := map[int]bool{} // indexes in out of unknown puts not yet settled
 	byValue := map[string]int{}
 	for i, op := range out {
 		if op.Input.(Input).Put && op.Output.(Output).Unknown {
-			open[i] = true
+			isOpen[i] = true
 			byValue[op.Input.(Input).Value] = i
 		}
 	}
-	if len(open) == 0 {
-		return out, 0, nil
+	if len(isOpen) == 0 {
+		return out, nil, nil
 	}
 	for _, op := range out {
 		in, o := op.Input.(Input), op.Output.(Output)
 		if in.Put || o.Unknown || !o.Found {
 			continue
 		}
-		if i, ok := byValue[o.Value]; ok && open[i] && out[i].Input.(Input).Key == in.Key {
-			delete(open, i)
+		if i, ok := byValue[o.Value]; ok && isOpen[i] && out[i].Input.(Input).Key == in.Key {
+			delete(isOpen, i)
 			settle(out, i, o.ModRev)
 		}
 	}
 	for {
-		gaps := revisionGaps(out)
+		gaps = revisionGaps(out)
 		byGap := make([][]int, len(gaps))
 		any := map[int]bool{}
 		for gi, g := range gaps {
-			by := returnedBy(out, g, math.MinInt64)
 			for i := range out {
-				if open[i] && out[i].Call < by && !unwrittenAt(out, out[i].Input.(Input).Key, g) {
+				if isOpen[i] && canFill(out, i, g) {
 					byGap[gi] = append(byGap[gi], i)
 					any[i] = true
 				}
@@ -76,8 +76,8 @@ func resolveUnknown(ops []porcupine.Operation) (out []porcupine.Operation, gap i
 		}
 		settled := false
 		for gi, c := range byGap {
-			if len(c) == 1 && open[c[0]] {
-				delete(open, c[0])
+			if len(c) == 1 && isOpen[c[0]] {
+				delete(isOpen, c[0])
 				settle(out, c[0], gaps[gi])
 				settled = true
 			}
@@ -85,23 +85,25 @@ func resolveUnknown(ops []porcupine.Operation) (out []porcupine.Operation, gap i
 		if settled {
 			continue // the gaps and candidates change
 		}
-		kept, at := out[:0], map[int]int{}
+		kept := out[:0]
 		for i, op := range out {
-			if !open[i] || any[i] {
-				at[i] = len(kept)
+			if !isOpen[i] || any[i] {
+				if isOpen[i] {
+					open = append(open, len(kept))
+				}
 				kept = append(kept, op)
 			}
 		}
-		for gi, c := range byGap {
-			if len(c) > 1 {
-				for _, i := range c {
-					cands = append(cands, at[i])
-				}
-				return kept, gaps[gi], cands
-			}
-		}
-		return kept, 0, nil
+		return kept, gaps, open
 	}
+}
+
+// canFill reports whether the unknown put ops[i] can have made revision
+// gap: it was called before the earliest return of an operation that saw
+// gap or later, and no read at gap or later shows its key unwritten
+// there.
+func canFill(ops []porcupine.Operation, i int, gap int64) bool {
+	return ops[i].Call < returnedBy(ops, gap, math.MinInt64) && !unwrittenAt(ops, ops[i].Input.(Input).Key, gap)
 }
 
 // settle makes the unknown put ops[i] a put that made revision rev.
@@ -111,27 +113,80 @@ func settle(ops []porcupine.Operation, i int, rev int64) {
 }
 
 // candidateHistories returns histories without the ambiguity
-// resolveUnknown leaves: for a gap with several candidates, one history
-// per candidate in which that candidate made the gap's revision, each
-// resolved again. The history is linearizable exactly when one of them
-// is (some put made that revision, and only a candidate can have). It
-// returns nil when that takes more than limit histories.
+// resolveUnknown leaves. With k gaps left, exactly k of the open puts
+// made them (each gap one, and only a candidate can have) and the others
+// made no revision any operation saw: one history per choice of k open
+// puts, the others left out, each chosen one made to return by the
+// earliest return of an operation that saw the last gap it can fill (with
+// a single gap, it is settled there). The history is linearizable
+// exactly when one of them is. It returns nil when that takes more than
+// limit histories.
 func candidateHistories(ops []porcupine.Operation, limit int) [][]porcupine.Operation {
-	out, gap, cands := resolveUnknown(ops)
-	if len(cands) == 0 {
-		return [][]porcupine.Operation{out}
+	out, gaps, open := resolveUnknown(ops)
+	k := len(gaps)
+	if len(open) == 0 || k > len(open) {
+		return [][]porcupine.Operation{out} // nothing open, or too few puts for the gaps: illegal as it is
+	}
+	if choose(len(open), k) > limit {
+		return nil
 	}
 	var all [][]porcupine.Operation
-	for _, i := range cands {
-		b := append([]porcupine.Operation(nil), out...)
-		settle(b, i, gap)
-		sub := candidateHistories(b, limit-len(all))
-		if sub == nil || len(all)+len(sub) > limit {
-			return nil
-		}
-		all = append(all, sub...)
+	pick := make([]int, k) // indexes into open, increasing
+	for i := range pick {
+		pick[i] = i
 	}
-	return all
+	for {
+		chosen := map[int]bool{}
+		for _, p := range pick {
+			chosen[open[p]] = true
+		}
+		var h []porcupine.Operation
+		for i, op := range out {
+			if !chosen[i] && slices.Contains(open, i) {
+				continue // made no revision anyone saw
+			}
+			h = append(h, op)
+			if !chosen[i] {
+				continue
+			}
+			j := len(h) - 1
+			if k == 1 {
+				settle(h, j, gaps[0])
+				continue
+			}
+			for g := len(gaps) - 1; g >= 0; g-- {
+				if canFill(out, i, gaps[g]) {
+					h[j].Return = returnedBy(out, gaps[g], op.Call)
+					break
+				}
+			}
+		}
+		all = append(all, h)
+		// The next choice, in lexicographic order.
+		i := k - 1
+		for i >= 0 && pick[i] == len(open)-k+i {
+			i--
+		}
+		if i < 0 {
+			return all
+		}
+		pick[i]++
+		for j := i + 1; j < k; j++ {
+			pick[j] = pick[j-1] + 1
+		}
+	}
+}
+
+// choose is n choose k, saturating above 1<<30.
+func choose(n, k int) int {
+	c := 1
+	for i := 0; i < k; i++ {
+		c = c * (n - i) / (i + 1)
+		if c > 1<<30 {
+			return 1 << 30
+		}
+	}
+	return c
 }
 
 // revisionGaps lists the revisions, up to the highest one any operation

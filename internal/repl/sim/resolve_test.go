@@ -67,6 +67,28 @@ func TestResolveUnknownKeepsVerdicts(t *testing.T) {
 			h.Add(2, 5, 10, put("x", "c"), Output{Rev: 2})
 			h.Add(2, 20, 30, get("x"), Output{Rev: 1})
 		}, "not-linearizable"},
+		{"two gaps three unknown puts may have made", func(h *History) {
+			h.Add(0, 0, 0, put("k", "a"), unknown)
+			h.Add(1, 1, 0, put("j", "b"), unknown)
+			h.Add(3, 2, 0, put("i", "d"), unknown)
+			h.Add(2, 5, 10, put("x", "c"), Output{Rev: 3})
+			h.Add(2, 20, 30, get("x"), Output{Rev: 3, Found: true, Value: "c", ModRev: 3})
+		}, ""},
+		{"a stale read beside two gaps three unknown puts may have made", func(h *History) {
+			h.Add(0, 0, 0, put("k", "a"), unknown)
+			h.Add(1, 1, 0, put("j", "b"), unknown)
+			h.Add(3, 2, 0, put("i", "d"), unknown)
+			h.Add(2, 5, 10, put("x", "c"), Output{Rev: 3})
+			h.Add(2, 20, 30, get("x"), Output{Rev: 2})
+		}, "not-linearizable"},
+		{"two gaps, and only one unknown put unwritten-checked out of three", func(h *History) {
+			h.Add(0, 0, 0, put("k", "a"), unknown)
+			h.Add(1, 1, 0, put("j", "b"), unknown)
+			h.Add(3, 2, 0, put("i", "d"), unknown)
+			h.Add(2, 5, 10, put("x", "c"), Output{Rev: 3})
+			h.Add(2, 20, 30, get("k"), Output{Rev: 3}) // k unwritten
+			h.Add(2, 40, 50, get("j"), Output{Rev: 3}) // j unwritten: only i is left for two gaps
+		}, "not-linearizable"},
 		{"a gap neither unknown put can have made", func(h *History) {
 			h.Add(0, 0, 0, put("k", "a"), unknown)
 			h.Add(1, 1, 0, put("j", "b"), unknown)
@@ -117,7 +139,8 @@ func TestResolveUnknownSettlesSeenPuts(t *testing.T) {
 }
 
 // TestCandidateHistories: a gap that two unknown puts may have made gives
-// one history per candidate, each without open operations.
+// one history per candidate, each without open operations; two gaps that
+// three may have made give one history per pair, bounded in time.
 func TestCandidateHistories(t *testing.T) {
 	var h History
 	h.Add(0, 0, 0, Input{Put: true, Key: "k", Value: "a"}, Output{Unknown: true})
@@ -139,6 +162,27 @@ func TestCandidateHistories(t *testing.T) {
 	}
 	if hs := candidateHistories(h.ops, 1); hs != nil {
 		t.Fatalf("over the limit: %d histories, want nil", len(hs))
+	}
+	// Two gaps, three candidates: one history per pair of them, in
+	// which both return by the time revision 2 was seen.
+	var g History
+	g.Add(0, 0, 0, Input{Put: true, Key: "k", Value: "a"}, Output{Unknown: true})
+	g.Add(1, 1, 0, Input{Put: true, Key: "j", Value: "b"}, Output{Unknown: true})
+	g.Add(3, 2, 0, Input{Put: true, Key: "i", Value: "d"}, Output{Unknown: true})
+	g.Add(2, 5, 10, Input{Put: true, Key: "x", Value: "c"}, Output{Rev: 3})
+	hs = candidateHistories(g.ops, 8)
+	if len(hs) != 3 {
+		t.Fatalf("%d histories, want one per pair of the three candidates (3)", len(hs))
+	}
+	for i, ops := range hs {
+		if len(ops) != 3 {
+			t.Fatalf("history %d holds %d operations, want the known put and two candidates", i, len(ops))
+		}
+		for _, op := range ops {
+			if op.Return > 10 {
+				t.Fatalf("history %d: %+v may return after revision 3 was seen (at 10)", i, op)
+			}
+		}
 	}
 }
 
