@@ -177,6 +177,16 @@ func (n *Node) catchupRefused(m *Message) {
 		// node then resyncs from a snapshot. With nothing shared (keep
 		// 0) the snapshot costs no more.
 		keep = Divergence(n.epochs, m.Epochs, n.persisted)
+		// Never below this node's commit index: what it committed, its
+		// peer holds durably (a replica learns the index from its
+		// leader; a solo suffix of its own was handled above), and
+		// clients may have seen it. Divergence errs early: a leader that
+		// went solo over entries its replica never acknowledged starts
+		// its solo epoch at the first of them, while they stay stamped
+		// with the epoch they were written in, so a replica that took
+		// them from a catch-up answer labels them differently (sim seed
+		// 9870 dropped 84 applied entries, and its revision went back).
+		keep = max(keep, min(n.commit, n.persisted))
 		if keep > 0 && keep < n.persisted {
 			n.verified = false
 			n.dropAt = keep

@@ -66,15 +66,18 @@ func NewDetector(lease, drift time.Duration, run uint64, now int64) *Detector {
 
 // Tick is called from the apply loop several times per Lease. A gap longer
 // than Lease/4 means this node itself was frozen (SIGSTOP, a stall in
-// fsync, a VM pause): the peer's silence is counted again from now.
-func (d *Detector) Tick(now int64) {
-	if gap := now - d.lastTick; gap > int64(d.Lease/4) {
+// fsync, a VM pause): the peer's silence is counted again from now. It
+// returns the gap since the previous Tick (ns).
+func (d *Detector) Tick(now int64) (gap int64) {
+	gap = now - d.lastTick
+	if gap > int64(d.Lease/4) {
 		d.runningSince = now
 		if gap >= int64(d.FreezeGraceFrom) {
 			d.graceUntil = now + int64(d.FreezeGrace)
 		}
 	}
 	d.lastTick = now
+	return gap
 }
 
 // Outgoing returns the SentAt and Echo to put in a heartbeat sent now (its

@@ -163,6 +163,24 @@ func (h *harness) crash(x *hnode) {
 	h.inflight = keep
 }
 
+// lose drops x's last n log entries, and the epoch records that start in
+// them: a crash before they were synced. This harness reports Persisted
+// at once, so x's commit covered them; they count as never acknowledged
+// (a scenario that uses this must not rely on their acknowledgement).
+func (h *harness) lose(x *hnode, n int) {
+	x.log = x.log[: len(x.log)-n : len(x.log)-n]
+	for ; h.ackedTo > uint64(len(x.log)); h.ackedTo-- {
+		delete(h.acked, h.ackedTo)
+	}
+	var left []EpochRecord
+	for _, r := range x.epochs {
+		if r.Start <= uint64(len(x.log)) {
+			left = append(left, r)
+		}
+	}
+	x.epochs = left
+}
+
 func (h *harness) alive(x *hnode) bool { return x.n != nil && !x.opening && h.now >= x.frozenUntil }
 
 // run moves the clock by d: every live node ticks every hTick, and

@@ -51,8 +51,25 @@ func (n *Node) stepHeartbeat(m *Message) {
 		// is a restarted peer's new clock.
 		return
 	}
+	newRun := pr.Heard && hb.Run != 0 && hb.Run != pr.Last.Run
 	n.det.Heard(&hb, m.Received)
 	pr.Last, pr.Heard = hb, true
+	if newRun && n.role == RoleReplica && pr.Snap.Req == 0 && n.mergeRev == 0 && n.dropAt == 0 {
+		// The leader restarted: its log may have lost a suffix it had
+		// sent before syncing it, which this replica holds. Entries it
+		// logs at those indexes now would be taken as already held, and
+		// the two logs part unseen. Verify this log again, as after
+		// following anew (answers to requests made before describe the
+		// earlier run).
+		n.verified = false
+		pr.Catchup.Req = 0
+		n.askCatchup()
+	}
+	if n.thawed != 0 && hb.HeardAgo >= 0 && m.Received-int64(hb.HeardAgo) >= n.thawed {
+		// The peer has heard this node since its thaw: it either still
+		// follows or says it leads (noticeFreeze).
+		n.thawed = 0
+	}
 	n.holdOff = ""
 	if n.det.PeerDeaf(&hb, m.Received) {
 		n.holdOff = "the peer does not hear this node"

@@ -22,7 +22,8 @@ import (
 //	open a                make a's core from its disk without running it
 //	                      (a slow open of the data file)
 //	run 3s [a]            move the clock; every live node (or only a) ticks
-//	crash b               stop b; messages to and from it are lost
+//	crash b [lose=1]      stop b; messages to and from it are lost (and
+//	                      its disk loses its last entry: not yet synced)
 //	restart b             crash b if it runs, then start it again
 //	cut a->b | a<->b      drop messages in that direction (or both)
 //	heal                  drop every cut and every drop
@@ -119,7 +120,15 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 	case "open":
 		h.open(h.node(arg(0)))
 	case "crash":
-		h.crash(h.node(arg(0)))
+		x := h.node(arg(0))
+		h.crash(x)
+		if len(d.CmdArgs) > 1 {
+			n, err := strconv.Atoi(strings.TrimPrefix(arg(1), "lose="))
+			if err != nil || n > len(x.log) {
+				t.Fatalf("%s: crash %s: bad %q", d.Pos, x.name, arg(1))
+			}
+			h.lose(x, n)
+		}
 	case "restart":
 		x := h.node(arg(0))
 		h.crash(x)

@@ -47,6 +47,11 @@ type Node struct {
 	// holdOff says why this node must not take the lead alone: the peer's
 	// last heartbeat said it does not hear this node ("" : it may).
 	holdOff string
+	// thawed: when this node, as primary, thawed from a freeze long
+	// enough for its replica to have taken over (noticeFreeze); until the
+	// peer reports having heard it since, it does not lead alone (0: no
+	// such freeze pending).
+	thawed int64
 	// following is the epoch of the primary this replica follows.
 	following Epoch
 	// verified: a catch-up answer confirmed this replica's log is a

@@ -57,7 +57,7 @@ func (n *Node) Start(now int64) {
 // heartbeat and runs the role rules.
 func (n *Node) Tick(now int64) {
 	n.advanceClock(now)
-	n.det.Tick(now)
+	n.noticeFreeze()
 	n.sendHeartbeat()
 	n.splitBrainTick()
 	n.evaluate()

@@ -9,7 +9,7 @@ func (n *Node) evaluate() {
 	// Notice a freeze of this node before judging anything: a message
 	// handled right after a thaw must not find the peer "dead" or acks
 	// "overdue" by the frozen time.
-	n.det.Tick(n.now)
+	n.noticeFreeze()
 	switch n.role {
 	case RoleWaiting:
 		n.stepWaiting()
@@ -35,6 +35,16 @@ func (n *Node) stepWaiting() {
 	p := &n.peer.Last
 	fresh := n.peerFresh()
 	waited := n.now-n.started > 2*int64(n.cfg.Lease)
+	if fresh && n.ledLast && p.LedLast && p.Epoch.Term > n.epoch.Term && !Last(n.epochs).Solo {
+		// The peer led an epoch newer than this node's last one, a
+		// synchronous one: it holds every write this node acknowledged
+		// and may have acknowledged writes alone since. This node did
+		// not lead last; it slept through a failover (a freeze, then a
+		// cut or a stop: sim seed 1250) and must not lead alone on
+		// that claim, by the cold-start rule or once the peer is gone
+		// again.
+		n.ledLast = false
+	}
 	switch {
 	case fresh && p.Role == RoleSolo && n.ledLast && n.wroteAlone() && !n.yieldsTo(p) && n.holdOff == "":
 		// Restarted after a split in which this node should win: lead
@@ -43,7 +53,14 @@ func (n *Node) stepWaiting() {
 		// one that led a synchronous epoch and crashed was replaced by
 		// its replica.
 		n.lead("restarted after a split brain that this node wins")
-	case fresh && p.Role.Leads():
+	case fresh && p.Role.Leads() && !(p.Role == RolePrimary && n.ledLast && p.Epoch.Term < n.epoch.Term):
+		// Not a synchronous primary of an epoch older than the one this
+		// node led last: that peer has not heard of it yet (it was
+		// frozen through this node's takeover), acknowledged nothing
+		// alone, and steps down when it hears this node (stepPrimary).
+		// Following it left both nodes replicas of each other for good
+		// (sim seed 10075). A solo peer is followed whatever its term:
+		// a split brain, which the catch-up finds.
 		n.follow()
 	case fresh && p.Role == RoleReplica && n.ledLast:
 		// Back before the replica promoted: lead again; it follows. Only
@@ -65,7 +82,7 @@ func (n *Node) stepWaiting() {
 		if lead && waited && (n.holdOff == "" || !p.LedLast) {
 			n.lead("cold start of both nodes")
 		}
-	case !fresh && waited && n.holdOff == "" && (n.ledLast || n.cfg.Bootstrap && n.persisted == 0 && len(n.epochs) == 0):
+	case !fresh && waited && n.holdOff == "" && n.thawed == 0 && (n.ledLast || n.cfg.Bootstrap && n.persisted == 0 && len(n.epochs) == 0):
 		n.lead("peer absent; this node led last")
 	}
 }
@@ -117,12 +134,26 @@ func (n *Node) stepPrimary() {
 		n.stepDown("peer leads a newer epoch")
 		return
 	}
+	if n.peerFresh() && p.Role == RoleWaiting && p.LedLast && p.Epoch.Term > n.epoch.Term {
+		// The replica took over while this node was frozen, and has
+		// restarted since: it acknowledges nothing for this epoch.
+		n.stepDown("the peer led a newer epoch")
+		return
+	}
 	if (n.det.PeerDead(n.now) || n.ackOverdue()) && n.det.PeerLeaseExpired(n.now) {
 		if n.holdOff != "" {
 			// The replica stopped hearing this node: it takes over (a
 			// one-way link failure). Going solo too would split the
 			// pair; wait for it instead. This node still led last.
 			n.stepDown("the replica stopped hearing this node and takes over: waiting for it (or dyad force-primary)")
+			return
+		}
+		if n.thawed != 0 {
+			// This node was frozen long enough for the replica to take
+			// over, and has not heard it since: its silence may be a
+			// cut of the replica -> primary direction after a failover
+			// (sim seed 1250). Going solo would make two leaders.
+			n.stepDown("this node was frozen long enough for the replica to take over and has not heard it since: waiting for it (or dyad force-primary)")
 			return
 		}
 		n.goSolo("replica lost")
@@ -154,6 +185,34 @@ func (n *Node) stepSolo() {
 		n.peer.Match = p.Applied
 		n.setRole(RolePrimary, "replica caught up")
 		n.updateCommit()
+	}
+}
+
+// noticeFreeze gives the detector the clock (which restarts its counts
+// after a freeze of this node) and notes in thawed a freeze of a primary
+// longer than Lease/2 that began while its replica was heard (within
+// Lease/2). The replica promotes once the primary has been silent for a
+// lease of its own running time; a primary that sent nothing for over
+// half of that may have been replaced (a few lost heartbeats make up the
+// rest), and cannot tell from here. Until its peer shows it has heard
+// this node since the thaw (stepHeartbeat), it must not lead alone:
+// should the replica -> primary direction be cut, a replica that took
+// over is silent here just like a dead one, and leading alone beside it
+// made two leaders after a freeze and a one-way cut (sim seed 1250).
+//
+// A replica already silent when the freeze began is most likely dead,
+// and the freeze is a stall (common on a loaded machine) on the way to
+// going solo: waiting for the operator there would break the failover
+// of a single fault, so the rule leaves that case alone. The cost of the
+// rule: a replica that dies during such a freeze leaves the primary
+// waiting for it or for dyad force-primary.
+func (n *Node) noticeFreeze() {
+	gap := n.det.Tick(n.now)
+	if gap <= int64(n.cfg.Lease/2) || n.role != RolePrimary {
+		return
+	}
+	if heard := n.det.HeardAgo(n.now); heard >= 0 && int64(heard) <= gap+int64(n.cfg.Lease/2) {
+		n.thawed = n.now
 	}
 }
 

@@ -53,6 +53,7 @@ type node struct {
 	reads       map[uint64]*Op // reads registered with ReadIndex, by op ID
 	ready       []released
 	snaps       map[uint64]snapshot // snapshots this node served, by request ID
+	forwarded   seenWrites
 	writeAt     func(uint64) (uint64, bool)
 }
 
@@ -102,6 +103,7 @@ func (n *node) boot() {
 	n.gen++
 	n.frozenUntil, n.deferred, n.syncing = 0, nil, false
 	n.puts, n.reads, n.ready = map[uint64]*Op{}, map[uint64]*Op{}, nil
+	n.forwarded = seenWrites{}
 	n.rebuild()
 	n.n = repl.NewNode(cfg, n.restartState())
 	w.check.Visible(n.idx, n.rev)
@@ -197,6 +199,10 @@ func (n *node) handle(p Packet) {
 		m.Received = n.now()
 		n.n.Step(m)
 	case fwdWrite:
+		if n.forwarded[[2]uint64{m.origin, m.id}] {
+			break // a duplicate: the first copy was logged or refused
+		}
+		n.forwarded[[2]uint64{m.origin, m.id}] = true
 		if err := n.propose(m.origin, m.id, m.key, m.value); err != nil {
 			n.w.net.Send(Packet{From: n.idx, To: p.From, Payload: fwdRefused{id: m.id}})
 		}
@@ -493,7 +499,7 @@ func (n *node) apply(e repl.Entry) {
 	n.applied, n.disk.Applied = e.Index, e.Index
 	id := e.ReqID
 	if e.Merge {
-		id = 1<<63 | uint64(n.rev)
+		id = mergeID | uint64(n.rev)
 	}
 	w.check.Applied(n.idx, e.Index, id, n.rev, EpochID{Term: e.Epoch.Term, Node: e.Epoch.Node}, e.Solo)
 	if e.Origin == n.id {

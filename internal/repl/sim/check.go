@@ -16,6 +16,10 @@ import (
 // be missing from a node or a read only if that write ends up in a
 // conflict record: those checks are deferred to Final.
 
+// mergeID marks the entry ID of a merge entry (the adapter's), which is
+// not a client's write.
+const mergeID = 1 << 63
+
 // EpochID names an epoch (term, leading node) without the core's types.
 type EpochID struct{ Term, Node uint64 }
 
@@ -60,13 +64,14 @@ type Checker struct {
 	fail     *Failure
 	twoWay   bool
 	acked    []ack
-	ackedAt  map[uint64]ack   // index -> first write acknowledged there
-	byKey    map[string][]ack // acknowledgements per key, in time order
-	lastAck  []ack            // newest acknowledgement per leading node (by node index)
-	conflict map[uint64]bool  // write IDs kept as conflict records
-	applied  map[uint64]ack   // index -> first entry applied there (by any node)
-	visible  []int64          // newest visible revision per node
-	checked  []int            // per node: acked[:checked] found in its log
+	ackedAt  map[uint64]ack    // index -> first write acknowledged there
+	byKey    map[string][]ack  // acknowledgements per key, in time order
+	lastAck  []ack             // newest acknowledgement per leading node (by node index)
+	conflict map[uint64]bool   // write IDs kept as conflict records
+	applied  map[uint64]ack    // index -> first entry applied there (by any node)
+	writeIdx map[uint64]uint64 // write ID -> the index it was first applied at
+	visible  []int64           // newest visible revision per node
+	checked  []int             // per node: acked[:checked] found in its log
 	gen      []uint64
 	deferred []deferred
 	crashed  [][]int64 // per node, the times it crashed
@@ -85,7 +90,7 @@ type deferred struct {
 func NewChecker(n int, now func() int64) *Checker {
 	return &Checker{
 		now: now, ackedAt: map[uint64]ack{}, byKey: map[string][]ack{},
-		lastAck: make([]ack, n), conflict: map[uint64]bool{}, applied: map[uint64]ack{},
+		lastAck: make([]ack, n), conflict: map[uint64]bool{}, applied: map[uint64]ack{}, writeIdx: map[uint64]uint64{},
 		visible: make([]int64, n), checked: make([]int, n), gen: make([]uint64, n), crashed: make([][]int64, n),
 	}
 }
@@ -174,9 +179,18 @@ func (c *Checker) leaderIndex(id uint64) int {
 // Applied records that node applied entry index (entry ID id, a write ID
 // or a merge's, of epoch; solo: logged by a leader alone) and now shows
 // revision rev. Two nodes never apply different entries at one index,
-// unless a split brain or a second fault (see secondFault) allows it.
+// unless a split brain or a second fault (see secondFault) allows it, and
+// no write is applied at two indexes: a client's write takes effect once
+// (a forwarded write that the network duplicated is logged once).
 func (c *Checker) Applied(node int, index, id uint64, rev int64, epoch EpochID, solo bool) {
 	a := ack{id: id, index: index, epoch: epoch, node: node, at: c.now(), solo: solo}
+	if id&mergeID == 0 {
+		if first, ok := c.writeIdx[id]; !ok {
+			c.writeIdx[id] = index
+		} else if first != index {
+			c.Fail("duplicate-write", "node %d applied write %d at index %d, which was applied at index %d before", node, id, index, first)
+		}
+	}
 	if prev, ok := c.applied[index]; !ok {
 		c.applied[index] = a
 	} else if prev.id != id && !c.twoWay && !c.secondFault(prev) && !c.secondFault(a) {

@@ -26,6 +26,16 @@ type fwdWrite struct {
 }
 type fwdRefused struct{ id uint64 }
 
+// seenWrites holds the forwarded writes one run of a node logged or
+// refused, by (origin, write ID). A duplicate packet is dropped, as the
+// server's dedup ring does (internal/server/forward.go), instead of being
+// logged a second time at a later revision. A refused write stays
+// refused: the refusal (fwdRefused, which the server does not send: its
+// replica's caller times out instead) tells the client the write did not
+// happen, and a duplicate logged once this node leads would make that a
+// lie (seed 24603). Like the server's, it lives as long as the run.
+type seenWrites map[[2]uint64]bool
+
 func (n *node) now() int64 { return n.clock.Local(n.w.q.Now()) }
 
 func (n *node) up() bool { return n.n != nil && n.w.q.Now() >= n.frozenUntil }

@@ -178,6 +178,18 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		t.Fatalf("an older epoch acknowledging after a newer one: %v", f)
 	}
 
+	// A write applied at two indexes took effect twice.
+	c = NewChecker(2, clock)
+	c.Applied(0, 1, 7, 1, EpochID{Term: 1, Node: 1}, false)
+	c.Applied(1, 1, 7, 1, EpochID{Term: 1, Node: 1}, false)
+	if f := c.Failed(); f != nil {
+		t.Fatalf("one write applied at one index by both nodes: %v", f)
+	}
+	c.Applied(0, 2, 7, 2, EpochID{Term: 1, Node: 1}, false)
+	if f := c.Failed(); f == nil || f.Kind != "duplicate-write" {
+		t.Fatalf("a write applied at a second index: %v", f)
+	}
+
 	c = NewChecker(2, clock)
 	c.Conflict(1, 7)
 	if f := c.Failed(); f == nil || f.Kind != "made-up-split-brain" {
