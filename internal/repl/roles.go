@@ -111,6 +111,15 @@ func (n *Node) stepReplica() {
 		n.setRole(RoleWaiting, "the primary withheld this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
 		return
 	}
+	if n.det.LapsedFrozen() {
+		// This node was frozen past the end of its read lease: the
+		// primary may have found it silent and gone solo, legitimately,
+		// while it could not say that it no longer hears the primary;
+		// a cut of the primary -> replica direction then looks like the
+		// primary's death from here (simulator seed 71).
+		n.setRole(RoleWaiting, "this node was frozen past its read lease, and the primary may have led alone since: waiting for it (or dyad force-primary)")
+		return
+	}
 	// Only a synchronous replica may take over: one that was catching up
 	// from a solo primary lacks acknowledged writes.
 	syncHB := p.Role == RolePrimary && n.persisted+1 >= p.EpochStart
