@@ -55,10 +55,11 @@ type Detector struct {
 	echoSentAt   int64 // when a heartbeat first carried peerSentAt
 	echoPending  bool  // peerSentAt not yet sent back
 	leaseUntil   int64 // own lease from the peer
-	// lapsedFrozen: this node's lease from the peer ran out during a
-	// freeze of its own that ended at thawedAt (LapsedFrozen).
-	lapsedFrozen bool
-	thawedAt     int64
+	// lapsedFrozen: this node's lease from the peer ran out during its
+	// last freeze longer than Lease/2, (frozeFrom, thawedAt]
+	// (LapsedFrozen).
+	lapsedFrozen        bool
+	frozeFrom, thawedAt int64
 }
 
 // NewDetector returns a detector for the run run (random, never 0: see
@@ -77,8 +78,9 @@ func (d *Detector) Tick(now int64) {
 		if gap >= int64(d.FreezeGraceFrom) {
 			d.graceUntil = now + int64(d.FreezeGrace)
 		}
-		if gap > int64(d.Lease/2) && d.leaseUntil > d.lastTick && d.leaseUntil <= now {
-			d.thawedAt, d.lapsedFrozen = now, true
+		if gap > int64(d.Lease/2) {
+			d.frozeFrom, d.thawedAt = d.lastTick, now
+			d.noteLapse()
 		}
 	}
 	d.lastTick = now
@@ -125,8 +127,19 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 	if h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
 		d.leaseUntil = h.Echo + int64(d.Lease)
 	}
-	if d.leaseUntil > d.thawedAt {
-		d.lapsedFrozen = false // a grant for a send time after the thaw
+	d.noteLapse()
+}
+
+// noteLapse sets lapsedFrozen when the lease ends within the last freeze
+// (a grant sent before the freeze may arrive only at the thaw, having
+// waited it out in transit: it counts as held from before the freeze),
+// and clears it once a grant reaches past the thaw.
+func (d *Detector) noteLapse() {
+	switch {
+	case d.leaseUntil > d.thawedAt:
+		d.lapsedFrozen = false
+	case d.leaseUntil > d.frozeFrom:
+		d.lapsedFrozen = true
 	}
 }
 

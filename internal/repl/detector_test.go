@@ -83,10 +83,11 @@ func TestDetectorRestartKeepsGrant(t *testing.T) {
 
 // TestDetectorLapsedFrozen: a freeze longer than Lease/2 during which
 // this node's lease from its peer ran out is remembered until a grant
-// reaches past the thaw; a grant sent before the freeze (a heartbeat that
-// waited out the freeze in transit) does not clear it. A freeze that ends
-// within the lease, a short stall across its end, and a freeze that
-// begins once the lease has ended do not set it.
+// reaches past the thaw; a grant for a send time before the freeze (a
+// heartbeat that waited out the freeze in transit) does not clear it, and
+// sets it if it ends within the freeze. A freeze that ends within the
+// lease, a short stall across its end, and a freeze that begins once the
+// lease has ended (with no grant in transit) do not set it.
 func TestDetectorLapsedFrozen(t *testing.T) {
 	const L = int64(time.Second)
 	const self, peer = 0x5e1f, 0x9ee7
@@ -102,6 +103,7 @@ func TestDetectorLapsedFrozen(t *testing.T) {
 		{"a freeze that begins after the lease ended", L + 2, 2 * L, false, false, false},
 		{"a freeze past the lease", 2, 2 * L, false, false, true},
 		{"a grant from before the freeze", 2, 2 * L, true, false, true},
+		{"a grant in transit at a freeze after the lease ended", L + 2, 3 * L, true, false, true},
 		{"a grant past the thaw", 2, 2 * L, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,7 +116,9 @@ func TestDetectorLapsedFrozen(t *testing.T) {
 			d.Tick(tc.from)
 			d.Tick(tc.thaw)
 			if tc.late {
-				d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 2, Echo: own}, tc.thaw)
+				// Granted for a send time just before the freeze.
+				before, _ := d.Outgoing(tc.from - 1)
+				d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 2, Echo: before}, tc.thaw)
 			}
 			if tc.fresh {
 				after, _ := d.Outgoing(tc.thaw + 1)
