@@ -55,6 +55,11 @@ type Detector struct {
 	echoSentAt   int64 // when a heartbeat first carried peerSentAt
 	echoPending  bool  // peerSentAt not yet sent back
 	leaseUntil   int64 // own lease from the peer
+	// lapsedFrozen: this node's lease from the peer ran out during its
+	// last freeze longer than Lease/2, (frozeFrom, thawedAt]
+	// (LapsedFrozen).
+	lapsedFrozen        bool
+	frozeFrom, thawedAt int64
 }
 
 // NewDetector returns a detector for the run run (random, never 0: see
@@ -74,6 +79,10 @@ func (d *Detector) Tick(now int64) (gap int64) {
 		d.runningSince = now
 		if gap >= int64(d.FreezeGraceFrom) {
 			d.graceUntil = now + int64(d.FreezeGrace)
+		}
+		if gap > int64(d.Lease/2) {
+			d.frozeFrom, d.thawedAt = d.lastTick, now
+			d.noteLapse()
 		}
 	}
 	d.lastTick = now
@@ -121,7 +130,38 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 	if h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
 		d.leaseUntil = h.Echo + int64(d.Lease)
 	}
+	d.noteLapse()
 }
+
+// noteLapse sets lapsedFrozen when the lease ends within the last freeze
+// (a grant sent before the freeze may arrive only at the thaw, having
+// waited it out in transit: it counts as held from before the freeze),
+// and clears it once a grant reaches past the thaw.
+func (d *Detector) noteLapse() {
+	switch {
+	case d.leaseUntil > d.thawedAt:
+		d.lapsedFrozen = false
+	case d.leaseUntil > d.frozeFrom:
+		d.lapsedFrozen = true
+	}
+}
+
+// LapsedFrozen reports whether this node's lease from its peer ran out
+// during a freeze of its own longer than Lease/2, and no grant has
+// reached past that thaw since. Its reports of not hearing the peer
+// (HeardAgo) stopped while it was frozen and count again only from the
+// thaw, so the peer, hearing nothing from it for most of a lease (a few
+// lost heartbeats make up the rest), may have taken it for dead and, the
+// lease having ended, led alone without being told to hold off.
+// Heartbeats heard at the thaw prove nothing: they may have waited out
+// the freeze in transit (their grants then end before the thaw).
+//
+// Shorter stalls, common on a loaded machine, and freezes that begin
+// after the lease has ended (this node was running when it lapsed, and
+// its reports went out) do not count: holding a replica back for them
+// would turn the failover of a single fault into a wait for the
+// operator.
+func (d *Detector) LapsedFrozen() bool { return d.lapsedFrozen }
 
 // endRun records that the peer's run has ended.
 func (d *Detector) endRun(run uint64) {
@@ -232,7 +272,7 @@ func (d *Detector) PeerLeaseExpired(now int64) bool {
 
 // ForgetPeer drops the lease this node holds (after a role change that
 // must not reuse it).
-func (d *Detector) ForgetPeer() { d.leaseUntil = 0 }
+func (d *Detector) ForgetPeer() { d.leaseUntil, d.lapsedFrozen = 0, false }
 
 // LeaseUntil is the detector time until which this node holds its peer's
 // lease (0: none).

@@ -80,3 +80,53 @@ func TestDetectorRestartKeepsGrant(t *testing.T) {
 		t.Fatal("the granted lease outlived its bound")
 	}
 }
+
+// TestDetectorLapsedFrozen: a freeze longer than Lease/2 during which
+// this node's lease from its peer ran out is remembered until a grant
+// reaches past the thaw; a grant for a send time before the freeze (a
+// heartbeat that waited out the freeze in transit) does not clear it, and
+// sets it if it ends within the freeze. A freeze that ends within the
+// lease, a short stall across its end, and a freeze that begins once the
+// lease has ended (with no grant in transit) do not set it.
+func TestDetectorLapsedFrozen(t *testing.T) {
+	const L = int64(time.Second)
+	const self, peer = 0x5e1f, 0x9ee7
+	for _, tc := range []struct {
+		name       string
+		from, thaw int64 // a freeze between two ticks (the lease ends at 1+L)
+		late       bool  // then a heartbeat granted before the freeze arrives
+		fresh      bool  // then a grant of a send time after the thaw arrives
+		want       bool
+	}{
+		{"a freeze within the lease", 2, L / 2, false, false, false},
+		{"a short stall across the lease's end", 3 * L / 4, 3*L/4 + 2*L/5, false, false, false},
+		{"a freeze that begins after the lease ended", L + 2, 2 * L, false, false, false},
+		{"a freeze past the lease", 2, 2 * L, false, false, true},
+		{"a grant from before the freeze", 2, 2 * L, true, false, true},
+		{"a grant in transit at a freeze after the lease ended", L + 2, 3 * L, true, false, true},
+		{"a grant past the thaw", 2, 2 * L, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDetector(time.Second, 0, self, 1)
+			own, _ := d.Outgoing(1)
+			d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 1, Echo: own}, 2) // lease until 1+L
+			for now := int64(2); now < tc.from; now += L / 8 {
+				d.Tick(now) // running
+			}
+			d.Tick(tc.from)
+			d.Tick(tc.thaw)
+			if tc.late {
+				// Granted for a send time just before the freeze.
+				before, _ := d.Outgoing(tc.from - 1)
+				d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 2, Echo: before}, tc.thaw)
+			}
+			if tc.fresh {
+				after, _ := d.Outgoing(tc.thaw + 1)
+				d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 3, Echo: after}, tc.thaw+2)
+			}
+			if got := d.LapsedFrozen(); got != tc.want {
+				t.Errorf("LapsedFrozen = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

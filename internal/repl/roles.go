@@ -82,9 +82,23 @@ func (n *Node) stepWaiting() {
 		if lead && waited && (n.holdOff == "" || !p.LedLast) {
 			n.lead("cold start of both nodes")
 		}
-	case !fresh && waited && n.holdOff == "" && n.thawed == 0 && (n.ledLast || n.cfg.Bootstrap && n.persisted == 0 && len(n.epochs) == 0):
+	case !fresh && waited && n.holdOff == "" && n.thawed == 0 && (n.ledLastAlone() || n.cfg.Bootstrap && n.persisted == 0 && len(n.epochs) == 0):
 		n.lead("peer absent; this node led last")
 	}
+}
+
+// ledLastAlone reports whether this node's newest epoch is a solo epoch
+// of its own: it was the last one running, and its peer (dead, deaf, or
+// catching up) was no synchronous replica that could take over after it.
+// A synchronous epoch of its own is no such proof: its replica held every
+// write it acknowledged and was entitled to promote once it stopped
+// hearing it, and may have acknowledged writes alone since (simulator
+// seeds 1098, 1025, 1134: a crash of the primary, then the replica ->
+// primary direction fails). So a node that led synchronously last waits
+// for its peer (or dyad force-primary) before it serves alone.
+func (n *Node) ledLastAlone() bool {
+	l := Last(n.epochs)
+	return n.ledLast && l.Solo && l.Epoch.Node == n.cfg.ID
 }
 
 // stepReplica: a replica follows its primary and promotes itself once the
@@ -112,6 +126,15 @@ func (n *Node) stepReplica() {
 		// hears it, and acknowledged writes this node lacks. Its silence
 		// alone proves nothing.
 		n.setRole(RoleWaiting, "the primary withheld this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
+		return
+	}
+	if n.det.LapsedFrozen() {
+		// This node was frozen past the end of its read lease: the
+		// primary may have found it silent and gone solo, legitimately,
+		// while it could not say that it no longer hears the primary;
+		// a cut of the primary -> replica direction then looks like the
+		// primary's death from here (simulator seed 71).
+		n.setRole(RoleWaiting, "this node was frozen past its read lease, and the primary may have led alone since: waiting for it (or dyad force-primary)")
 		return
 	}
 	// Only a synchronous replica may take over: one that was catching up
