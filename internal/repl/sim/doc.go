@@ -15,7 +15,7 @@
 //
 // # Layout
 //
-// Only adapter.go imports the core (node.go holds the parts of a simulated
+// Only adapter*.go import the core (node.go holds the parts of a simulated
 // node that do not touch it). The rest is the world it lives in:
 //   - events.go: the event queue and virtual time;
 //   - network.go: a network that drops, delays, duplicates and reorders
