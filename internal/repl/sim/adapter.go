@@ -54,10 +54,17 @@ type node struct {
 	ready       []released
 	snaps       map[uint64]snapshot // snapshots this node served, by request ID
 	writeAt     func(uint64) (uint64, bool)
+	// fence is how the node's fence command turns out now; fenceOK is
+	// true while the core takes a success (a promotion must come then).
+	fence   fence
+	fenceOK bool
+	// finalHandover: the node's storage failed and it hands over; it
+	// stops once it no longer leads.
+	finalHandover bool
 }
 
 func newNode(w *World, idx int, ppm int64) *node {
-	n := &node{w: w, idx: idx, id: uint64(idx + 1), clock: Clock{PPM: ppm}, snaps: map[uint64]snapshot{}}
+	n := &node{w: w, idx: idx, id: uint64(idx + 1), clock: Clock{PPM: ppm}, snaps: map[uint64]snapshot{}, fence: fence{d: quickFence}}
 	n.writeAt = func(i uint64) (uint64, bool) {
 		e, ok := n.disk.At(i)
 		return e.ReqID, ok
@@ -97,10 +104,10 @@ func (n *node) boot() {
 	w := n.w
 	cfg := repl.Config{
 		ID: n.id, Lease: w.cfg.Lease, Bootstrap: n.idx == 0, Preferred: n.idx == 0,
-		Run: w.rng.Uint64() | 1, ReqSeed: w.rng.Uint64() >> 1,
+		Run: w.rng.Uint64() | 1, ReqSeed: w.rng.Uint64() >> 1, Fence: w.script.Fence,
 	}
 	n.gen++
-	n.frozenUntil, n.deferred, n.syncing = 0, nil, false
+	n.frozenUntil, n.deferred, n.syncing, n.finalHandover = 0, nil, false, false
 	n.puts, n.reads, n.ready = map[uint64]*Op{}, map[uint64]*Op{}, nil
 	n.rebuild()
 	n.n = repl.NewNode(cfg, n.restartState())
@@ -174,7 +181,9 @@ func (n *node) tick() {
 	if n.n == nil {
 		return
 	}
-	n.n.Tick(n.now())
+	now := n.now()
+	n.w.check.Clock(n.idx, n.clock.Resets, n.w.q.Now(), now)
+	n.n.Tick(now)
 	busy := n.process()
 	n.scheduleTick(int64(n.w.cfg.Lease / 8))
 	if busy {

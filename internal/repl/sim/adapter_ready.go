@@ -72,6 +72,8 @@ func (n *node) carryOut(rd *repl.Ready) bool {
 	n.serveReads()
 	if rc := rd.RoleChange; rc != nil {
 		w.tracef("node %d: %s -> %s: %s (epoch %s)", n.idx, rc.From, rc.To, rc.Reason, rc.Epoch)
+		n.checkRoleChange(rc)
+		w.roles = append(w.roles, RoleEvent{At: w.q.Now(), Node: n.idx, From: rc.From.String(), To: rc.To.String(), Reason: rc.Reason})
 		if rc.SteppedDown || rc.LeftReplica {
 			for _, id := range sortedKeys(n.puts) {
 				w.finish(n.puts[id], Output{Unknown: true}, true) // "request timed out"
@@ -84,12 +86,10 @@ func (n *node) carryOut(rd *repl.Ready) bool {
 	}
 	w.stats.SplitBrains += rd.Counters.SplitBrains
 	if rd.Fence {
-		gen := n.gen
-		w.q.After(int64(w.cfg.Lease/2), func() {
-			if n.gen == gen {
-				n.later(func() { n.n.Fenced(nil); n.process() })
-			}
-		})
+		n.runFence()
+	}
+	if res := rd.HandoverResult; res != nil {
+		n.handoverDone(res)
 	}
 	for _, s := range rd.Serve {
 		n.serve(s)

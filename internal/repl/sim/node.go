@@ -64,6 +64,7 @@ func (n *node) thaw() {
 
 // heal restarts a stopped node and thaws a frozen one (end of a run).
 func (n *node) heal() {
+	n.fence = fence{d: quickFence}
 	if n.n == nil {
 		n.restart(false)
 	} else if !n.up() {
