@@ -129,7 +129,7 @@ func (h *History) Unknown() int {
 // "" when the history is linearizable, else the failure's kind and why (a
 // timeout counts as a failure: an unfinished check proves nothing).
 func (h *History) Check(timeout time.Duration) (kind, why string) {
-	res := checkLinearizable(h.ops, timeout)
+	res := checkLinearizable(resolveUnknown(h.ops), timeout)
 	switch res {
 	case porcupine.Ok:
 		return "", ""
