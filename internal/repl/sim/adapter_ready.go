@@ -35,7 +35,7 @@ func (n *node) carryOut(rd *repl.Ready) bool {
 	n.persist(rd)
 	for _, m := range rd.Messages {
 		busy = busy || m.Kind != repl.KindHeartbeat
-		for to := range w.nodes {
+		for to := range w.parties {
 			if to != n.idx && (m.To == 0 || m.To == uint64(to+1)) {
 				w.net.Send(Packet{From: n.idx, To: to, Payload: m})
 			}

@@ -238,3 +238,19 @@ func TestClockRateChangeAndBound(t *testing.T) {
 		t.Fatalf("a reboot's lower reading failed: %v", f)
 	}
 }
+
+// TestListenerHearsThePair: a third party on the network (the room for a
+// witness or observer) hears both nodes' broadcasts, and the pair runs
+// and recovers as without it.
+func TestListenerHearsThePair(t *testing.T) {
+	for _, seed := range []uint64{2, 3} {
+		cfg := Config{Listeners: 1}
+		r := Run(Generate(seed, cfg), cfg)
+		if r.Failure != nil {
+			t.Fatalf("seed %d with a listener: %v", seed, r.Failure)
+		}
+		if len(r.Heard) != 1 || r.Heard[0][0] == 0 || r.Heard[0][1] == 0 {
+			t.Fatalf("seed %d: the listener heard %v (per sender), want both nodes", seed, r.Heard)
+		}
+	}
+}

@@ -31,6 +31,9 @@ type Config struct {
 	// Trace collects a readable trace of the run (role changes, faults,
 	// client operations; not heartbeats).
 	Trace bool
+	// Listeners adds passive parties to the network after the nodes
+	// (parties.go): room for a witness or an observer.
+	Listeners int
 	// Extended draws the extended fault set as well (hand-overs, fence
 	// command outcomes, clock rate changes; faults.go). A script drawn
 	// without it is the one earlier builds drew for its seed, so the
@@ -101,6 +104,9 @@ type Result struct {
 	History []porcupine.Operation
 	// Roles is every role change, in order.
 	Roles []RoleEvent
+	// Heard is, per listener (Config.Listeners), the packets it heard
+	// from each party.
+	Heard [][]int
 }
 
 // RoleEvent is a node's role change at virtual time At.
@@ -132,20 +138,23 @@ type Op struct {
 // World is one run: the nodes, the network, the clients and the checker
 // on one event queue. It owns no goroutine.
 type World struct {
-	cfg     Config
-	script  Script
-	q       Queue
-	rng     *rand.Rand
-	net     *Network
-	nodes   []*node
-	views   []View
-	clients []*client
-	check   *Checker
-	hist    History
-	stats   Stats
-	nextID  uint64
-	trace   []string
-	roles   []RoleEvent
+	cfg    Config
+	script Script
+	q      Queue
+	rng    *rand.Rand
+	net    *Network
+	nodes  []*node
+	// parties is everything on the network: nodes first (parties.go).
+	parties   []party
+	listeners []*listener
+	views     []View
+	clients   []*client
+	check     *Checker
+	hist      History
+	stats     Stats
+	nextID    uint64
+	trace     []string
+	roles     []RoleEvent
 	// failover watches the surviving node after a crash of a healthy pair.
 	failover struct {
 		armed    bool
@@ -165,7 +174,7 @@ func Run(s Script, cfg Config) Result {
 	w := &World{cfg: cfg, script: s, rng: rand.New(rand.NewPCG(s.Seed, 0xd1ad)), lastFault: 0}
 	w.check = NewChecker(cfg.Nodes, w.q.Now)
 	w.check.BoundDrift(cfg.MaxDriftPPM)
-	w.net = NewNetwork(cfg.Nodes, cfg.Net, w.rng, &w.q, w.deliver)
+	w.net = NewNetwork(cfg.Nodes+cfg.Listeners, cfg.Net, w.rng, &w.q, w.deliver)
 	for i := range cfg.Nodes {
 		ppm := int64(0)
 		if i < len(s.PPM) {
@@ -174,6 +183,7 @@ func Run(s Script, cfg Config) Result {
 		w.nodes = append(w.nodes, newNode(w, i, ppm))
 		w.views = append(w.views, View{})
 	}
+	w.addParties(cfg.Listeners)
 	for _, n := range w.nodes {
 		n.start(false)
 	}
@@ -205,6 +215,9 @@ func Run(s Script, cfg Config) Result {
 	}
 	r := Result{Stats: w.stats, Failure: w.check.Failed(), Trace: w.trace, History: w.hist.ops, Roles: w.roles}
 	r.Runs, r.Conflicts = 1, w.check.Conflicts
+	for _, l := range w.listeners {
+		r.Heard = append(r.Heard, l.heard)
+	}
 	for _, n := range w.nodes {
 		r.Lost += n.disk.Lost
 	}
@@ -280,7 +293,7 @@ func (w *World) refreshViews() {
 
 // deliver hands a packet that arrived to its receiver.
 func (w *World) deliver(p Packet) {
-	if w.nodes[p.To].receive(p) {
+	if w.parties[p.To].receive(p) {
 		w.step()
 	}
 }
