@@ -42,6 +42,10 @@ type hnode struct {
 	fenceErr    error
 	fencePend   bool
 	conflicts   int
+	// accepted: the operator accepted this node's conflict records (resolve):
+	// the same split brain's records, kept again, count as accepted, as
+	// the server's conflict.Accepted finds the accepted file.
+	accepted bool
 	// snaps holds snapshots served by this node, by request ID.
 	snaps map[uint64]*hnode
 }
@@ -348,7 +352,7 @@ func (h *harness) effects(x *hnode, rd *Ready) {
 	if rd.SplitBrain != nil {
 		x.conflicts++
 		h.printf("%s: conflict records kept for entries after %d", x.name, rd.SplitBrain.DivergedAt)
-		x.n.ConflictsKept(false, nil)
+		x.n.ConflictsKept(x.accepted, nil)
 		h.process(x)
 	}
 	for _, c := range rd.Snapshot {

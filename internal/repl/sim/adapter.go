@@ -1,23 +1,23 @@
 package sim
 
 import (
-	"encoding/binary"
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/dyad-db/dyad/internal/repl"
 )
 
-// The adapter: the only file that knows the protocol core. node plays
+// The adapter (adapter*.go, the only files that know the protocol
+// core). node plays
 // dyad's driver around one repl.Node: it persists each Ready's hard state
 // at once and its entries on the fake disk (reporting Persisted when a
 // sync completes, in groups), sends its messages, applies committed
 // entries to a small key-value store and answers clients, serves
 // catch-up and snapshot requests from its disk, keeps conflict records and
 // logs merges. Persisting and applying are separate, as in the engine's
-// next shape: only committed entries are applied.
+// next shape: only committed entries are applied. This file holds the
+// node's life (boot, stop, ticks, packets, client requests) and what the
+// checker sees of it; adapter_ready.go carries out Ready; adapter_disk.go
+// is the durable side.
 
 // meta is the durable hard state: the epoch history and the meta term.
 type meta struct {
@@ -55,10 +55,17 @@ type node struct {
 	snaps       map[uint64]snapshot // snapshots this node served, by request ID
 	forwarded   seenWrites
 	writeAt     func(uint64) (uint64, bool)
+	// fence is how the node's fence command turns out now; fenceOK is
+	// true while the core takes a success (a promotion must come then).
+	fence   fence
+	fenceOK bool
+	// finalHandover: the node's storage failed and it hands over; it
+	// stops once it no longer leads.
+	finalHandover bool
 }
 
 func newNode(w *World, idx int, ppm int64) *node {
-	n := &node{w: w, idx: idx, id: uint64(idx + 1), clock: Clock{PPM: ppm}, snaps: map[uint64]snapshot{}}
+	n := &node{w: w, idx: idx, id: uint64(idx + 1), clock: Clock{PPM: ppm}, snaps: map[uint64]snapshot{}, fence: fence{d: quickFence}}
 	n.writeAt = func(i uint64) (uint64, bool) {
 		e, ok := n.disk.At(i)
 		return e.ReqID, ok
@@ -98,10 +105,10 @@ func (n *node) boot() {
 	w := n.w
 	cfg := repl.Config{
 		ID: n.id, Lease: w.cfg.Lease, Bootstrap: n.idx == 0, Preferred: n.idx == 0,
-		Run: w.rng.Uint64() | 1, ReqSeed: w.rng.Uint64() >> 1,
+		Run: w.rng.Uint64() | 1, ReqSeed: w.rng.Uint64() >> 1, Fence: w.script.Fence,
 	}
 	n.gen++
-	n.frozenUntil, n.deferred, n.syncing = 0, nil, false
+	n.frozenUntil, n.deferred, n.syncing, n.finalHandover = 0, nil, false, false
 	n.puts, n.reads, n.ready = map[uint64]*Op{}, map[uint64]*Op{}, nil
 	n.forwarded = seenWrites{}
 	n.rebuild()
@@ -176,7 +183,9 @@ func (n *node) tick() {
 	if n.n == nil {
 		return
 	}
-	n.n.Tick(n.now())
+	now := n.now()
+	n.w.check.Clock(n.idx, n.clock.Resets, n.w.q.Now(), now)
+	n.n.Tick(now)
 	busy := n.process()
 	n.scheduleTick(int64(n.w.cfg.Lease / 8))
 	if busy {
@@ -280,322 +289,6 @@ func (n *node) lastRev() int64 {
 		return n.disk.Log()[l-1].Rev
 	}
 	return 0
-}
-
-// process carries out every Ready of the core, as the driver does. It
-// reports whether any did more than send heartbeats.
-func (n *node) process() bool {
-	busy := false
-	for n.n != nil && n.n.HasReady() {
-		rd := n.n.Ready()
-		n.n.Advance()
-		if n.carryOut(&rd) {
-			busy = true
-		}
-	}
-	return busy
-}
-
-func (n *node) carryOut(rd *repl.Ready) bool {
-	w := n.w
-	busy := !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 || len(rd.ReadStates) > 0 ||
-		rd.RoleChange != nil || len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.SplitBrain != nil || rd.Merge != 0 || rd.Stuck != nil || rd.Fence
-	if rd.Truncate != 0 {
-		busy = true
-		n.truncate(rd.Truncate)
-	}
-	n.persist(rd)
-	for _, m := range rd.Messages {
-		busy = busy || m.Kind != repl.KindHeartbeat
-		for to := range w.nodes {
-			if to != n.idx && (m.To == 0 || m.To == uint64(to+1)) {
-				w.net.Send(Packet{From: n.idx, To: to, Payload: m})
-			}
-		}
-	}
-	if len(rd.CommittedEntries) > 0 {
-		// After a restart the core hands out only entries it took in this
-		// run: the ones on disk between Applied and the first of them are
-		// replayed from the log (the WAL replay after consistent_index).
-		for i := n.applied + 1; i < rd.CommittedEntries[0].Index; i++ {
-			if e, ok := n.disk.At(i); ok {
-				n.apply(e)
-			}
-		}
-	}
-	for _, e := range rd.CommittedEntries {
-		n.apply(e)
-	}
-	if len(rd.CommittedEntries) > 0 {
-		n.n.Applied(n.applied)
-	}
-	for _, r := range rd.ReadStates {
-		op := n.reads[r.ID]
-		delete(n.reads, r.ID)
-		if op == nil {
-			continue
-		}
-		if r.Refused {
-			w.finish(op, Output{}, true)
-			continue
-		}
-		n.ready = append(n.ready, released{op: op, index: r.Index})
-	}
-	n.serveReads()
-	if rc := rd.RoleChange; rc != nil {
-		w.tracef("node %d: %s -> %s: %s (epoch %s)", n.idx, rc.From, rc.To, rc.Reason, rc.Epoch)
-		if rc.SteppedDown || rc.LeftReplica {
-			for _, id := range sortedKeys(n.puts) {
-				w.finish(n.puts[id], Output{Unknown: true}, true) // "request timed out"
-				delete(n.puts, id)
-			}
-		}
-	}
-	if rd.Stuck != nil {
-		w.tracef("node %d stuck: %q", n.idx, *rd.Stuck)
-	}
-	w.stats.SplitBrains += rd.Counters.SplitBrains
-	if rd.Fence {
-		gen := n.gen
-		w.q.After(int64(w.cfg.Lease/2), func() {
-			if n.gen == gen {
-				n.later(func() { n.n.Fenced(nil); n.process() })
-			}
-		})
-	}
-	for _, s := range rd.Serve {
-		n.serve(s)
-	}
-	for _, c := range rd.Snapshot {
-		if c.Last {
-			n.install(c)
-		}
-	}
-	if sb := rd.SplitBrain; sb != nil {
-		for _, e := range n.disk.Log()[min(sb.DivergedAt, uint64(n.disk.Len())):] {
-			if e.ReqID != 0 {
-				w.check.Conflict(n.idx, e.ReqID)
-			}
-		}
-		w.tracef("node %d keeps its writes after index %d as conflict records", n.idx, sb.DivergedAt)
-		n.n.ConflictsKept(false, nil)
-	}
-	if rd.Merge != 0 {
-		target := max(rd.Merge, n.lastRev()) + 1
-		w.tracef("node %d merges above revision %d", n.idx, target-1)
-		_ = n.n.Propose([]repl.Entry{{Merge: true, Data: repl.MergeData(target), Rev: target, Time: n.now()}})
-	}
-	return busy
-}
-
-// truncate drops the log after index keep in place (Ready.Truncate), with
-// the epoch records that start after it, as one durable step, and reports
-// the outcome. Nothing above keep was applied (only committed entries
-// are, and the core asks only for a suffix it never committed), so the
-// store is rebuilt only if that ever fails to hold, and the checker then
-// sees the revision go back.
-func (n *node) truncate(keep uint64) {
-	m := &n.disk.Meta
-	if keep > uint64(n.disk.Len()) {
-		n.n.Truncated(repl.RestartState{}, fmt.Errorf("truncate after %d: the log ends at %d", keep, n.disk.Len()))
-		return
-	}
-	n.disk.TruncateAfter(int(keep))
-	eps := m.epochs[:0:0]
-	for _, r := range m.epochs {
-		if r.Start <= keep {
-			eps = append(eps, r)
-		}
-	}
-	m.epochs = eps
-	if n.applied > n.disk.Applied {
-		n.rebuild()
-		n.w.check.Visible(n.idx, n.rev)
-	}
-	n.w.tracef("node %d dropped its log after %d in place", n.idx, keep)
-	n.n.Truncated(n.restartState(), nil)
-}
-
-// persist writes the hard state at once and appends the entries; a sync
-// reports them Persisted later.
-func (n *node) persist(rd *repl.Ready) {
-	hs := &rd.HardState
-	m := &n.disk.Meta
-	if hs.Term != 0 {
-		m.term = max(m.term, hs.Term)
-	}
-	if len(hs.Drop) > 0 || len(hs.Put) > 0 {
-		eps := make([]repl.EpochRecord, 0, len(m.epochs)+len(hs.Put))
-		for _, r := range m.epochs {
-			if !containsEpoch(hs.Drop, r.Epoch) {
-				eps = append(eps, r)
-			}
-		}
-		eps = append(eps, hs.Put...)
-		sort.SliceStable(eps, func(i, j int) bool { return eps[i].Epoch.Less(eps[j].Epoch) })
-		m.epochs = eps
-	}
-	for _, e := range rd.Entries {
-		if e.Index != uint64(n.disk.Len())+1 {
-			n.w.check.Fail("driver", "node %d was asked to write entry %d after %d", n.idx, e.Index, n.disk.Len())
-			return
-		}
-		n.disk.Append(e)
-	}
-	if len(rd.Entries) > 0 && !n.syncing {
-		n.sync()
-	}
-}
-
-func containsEpoch(rs []repl.EpochRecord, e repl.Epoch) bool {
-	for _, r := range rs {
-		if r.Epoch == e {
-			return true
-		}
-	}
-	return false
-}
-
-// sync starts a sync of everything written so far (group commit).
-func (n *node) sync() {
-	w := n.w
-	n.syncing = true
-	upto, gen := n.disk.Len(), n.gen
-	d := int64(w.cfg.FsyncMin) + w.rng.Int64N(int64(w.cfg.FsyncMax-w.cfg.FsyncMin)+1)
-	w.q.After(d, func() {
-		if n.gen != gen {
-			return
-		}
-		n.disk.SyncTo(upto)
-		n.later(func() {
-			n.syncing = false
-			if e, ok := n.disk.At(uint64(n.disk.Synced())); ok {
-				n.n.Persisted(e.Index, e.Rev)
-			}
-			n.process()
-			if n.disk.Len() > n.disk.Synced() && !n.syncing {
-				n.sync()
-			}
-		})
-		w.step()
-	})
-}
-
-// apply applies a committed entry to the store and answers its client if
-// this node took it.
-func (n *node) apply(e repl.Entry) {
-	w := n.w
-	if e.Index <= n.applied {
-		return
-	}
-	if e.Index != n.applied+1 {
-		w.check.Fail("driver", "node %d asked to apply entry %d after %d", n.idx, e.Index, n.applied)
-		return
-	}
-	if !e.Merge && e.Rev != n.rev+1 {
-		w.check.Fail("revision-gap", "node %d applies entry %d at revision %d after revision %d", n.idx, e.Index, e.Rev, n.rev)
-	}
-	key := n.applyKV(e)
-	n.applied, n.disk.Applied = e.Index, e.Index
-	id := e.ReqID
-	if e.Merge {
-		id = mergeID | uint64(n.rev)
-	}
-	w.check.Applied(n.idx, e.Index, id, n.rev, EpochID{Term: e.Epoch.Term, Node: e.Epoch.Node}, e.Solo)
-	if e.Origin == n.id {
-		if op := n.puts[e.ReqID]; op != nil {
-			delete(n.puts, e.ReqID)
-			if w.finish(op, Output{Rev: e.Rev}, false) {
-				w.check.Ack(n.idx, e.ReqID, e.Index, key, e.Rev, EpochID{Term: e.Epoch.Term, Node: e.Epoch.Node}, e.Solo)
-			}
-		}
-	}
-}
-
-// applyKV changes the store; it returns the key written ("" for a merge).
-func (n *node) applyKV(e repl.Entry) string {
-	if e.Merge {
-		if rev, err := e.MergeRev(); err == nil && rev > n.rev {
-			n.rev = rev
-		}
-		return ""
-	}
-	key, value, _ := strings.Cut(string(e.Data), "\x00")
-	n.kv[key] = kvAt{value: value, modRev: e.Rev}
-	n.rev = e.Rev
-	return key
-}
-
-// serveReads answers released reads whose index is applied.
-func (n *node) serveReads() {
-	k := 0
-	for _, r := range n.ready {
-		if r.index > n.applied {
-			n.ready[k] = r
-			k++
-			continue
-		}
-		kv, ok := n.kv[r.op.in.Key]
-		r.op.leads = n.n.Role().Leads()
-		n.w.finish(r.op, Output{Rev: n.rev, Found: ok, Value: kv.value, ModRev: kv.modRev}, false)
-	}
-	n.ready = n.ready[:k]
-}
-
-// serve answers a catch-up or snapshot request from the disk.
-func (n *node) serve(s repl.ServeRequest) {
-	to := int(s.To) - 1
-	if to < 0 || to >= len(n.w.nodes) || to == n.idx {
-		return
-	}
-	if s.Snapshot {
-		n.snaps[s.ID] = snapshot{
-			log:     append([]repl.Entry(nil), n.disk.Log()[:n.applied]...),
-			meta:    meta{epochs: append([]repl.EpochRecord(nil), n.disk.Meta.epochs...), term: n.disk.Meta.term},
-			applied: n.applied,
-		}
-		chunk := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(n.idx)), s.ID)
-		n.w.net.Send(Packet{From: n.idx, To: to, Payload: repl.Message{Kind: repl.KindSnapChunk, From: n.id, To: s.To, Term: s.ID, Flags: repl.FlagLast, Chunk: chunk}})
-		return
-	}
-	c := s.Catchup
-	log := n.disk.Log()
-	last := uint64(len(log))
-	m := repl.Message{Kind: repl.KindCatchup, From: n.id, To: s.To, Term: s.ID, Index: c.From}
-	switch {
-	case c.From > 1 && (c.From-1 > last || log[c.From-2].Epoch != c.Prev):
-		m.Flags, m.Epochs = repl.FlagDiverged, append([]repl.EpochRecord(nil), n.disk.Meta.epochs...)
-	case c.From >= 1 && c.From <= last:
-		m.Entries = append([]repl.Entry(nil), log[c.From-1:min(last, c.From-1+64)]...)
-	}
-	n.w.net.Send(Packet{From: n.idx, To: to, Payload: m})
-}
-
-// install installs the snapshot whose last chunk is c.
-func (n *node) install(c repl.SnapshotChunk) {
-	if len(c.Data) != 16 {
-		n.n.Installed(repl.RestartState{}, repl.ErrStaleSnapshot)
-		return
-	}
-	from, id := binary.BigEndian.Uint64(c.Data), binary.BigEndian.Uint64(c.Data[8:])
-	var snap snapshot
-	ok := false
-	if from < uint64(len(n.w.nodes)) {
-		snap, ok = n.w.nodes[from].snaps[id]
-	}
-	if !ok || snap.applied < c.Floor {
-		n.n.Installed(repl.RestartState{}, repl.ErrStaleSnapshot)
-		return
-	}
-	snap.meta.term = max(snap.meta.term, n.disk.Meta.term)
-	n.disk.Replace(snap.log, snap.meta, snap.applied)
-	n.gen++
-	n.syncing = false
-	n.rebuild()
-	n.n.Installed(n.restartState(), nil)
-	n.w.check.Visible(n.idx, n.rev)
-	n.w.tracef("node %d installs a snapshot up to index %d (rev %d)", n.idx, n.applied, n.rev)
-	n.scheduleTick(int64(n.w.cfg.Lease / 8))
 }
 
 // synchronousWith reports whether n and o form a settled synchronous

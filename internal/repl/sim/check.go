@@ -75,6 +75,8 @@ type Checker struct {
 	gen      []uint64
 	deferred []deferred
 	crashed  [][]int64 // per node, the times it crashed
+	clocks   []clockRead
+	maxPPM   int64
 	// Conflicts counts conflict records (a figure).
 	Conflicts int
 }
@@ -86,12 +88,45 @@ type deferred struct {
 	at  int64
 }
 
+// clockRead is a node's clock reading at virtual time v.
+type clockRead struct {
+	resets   uint64
+	v, local int64
+}
+
 // NewChecker returns a checker for n nodes; now reads the virtual time.
 func NewChecker(n int, now func() int64) *Checker {
-	return &Checker{
+	return &Checker{clocks: make([]clockRead, n),
 		now: now, ackedAt: map[uint64]ack{}, byKey: map[string][]ack{},
 		lastAck: make([]ack, n), conflict: map[uint64]bool{}, applied: map[uint64]ack{}, writeIdx: map[uint64]uint64{},
 		visible: make([]int64, n), checked: make([]int, n), gen: make([]uint64, n), crashed: make([][]int64, n),
+	}
+}
+
+// BoundDrift makes Clock check that every clock runs within ppm parts per
+// million of virtual time (0: no bound).
+func (c *Checker) BoundDrift(ppm int64) { c.maxPPM = ppm }
+
+// Clock checks node's clock reading local at virtual time v (resets: its
+// count of reboots): between two readings of one boot it never goes
+// backwards, and it advances by the virtual time elapsed within the drift
+// bound (the core's leases rely on both; a slack of 1 ns per reading
+// covers integer rounding).
+func (c *Checker) Clock(node int, resets uint64, v, local int64) {
+	p := c.clocks[node]
+	c.clocks[node] = clockRead{resets: resets, v: v, local: local}
+	if p.resets != resets || p.v == 0 {
+		return
+	}
+	dv, dl := v-p.v, local-p.local
+	if dl < 0 {
+		c.Fail("clock", "node %d's clock went back from %d to %d", node, p.local, local)
+		return
+	}
+	if c.maxPPM > 0 {
+		if off := dl - dv; off*1_000_000 > dv*c.maxPPM+1_000_000 || -off*1_000_000 > dv*c.maxPPM+1_000_000 {
+			c.Fail("clock", "node %d's clock ran %d ns in %d ns of virtual time, beyond %d ppm", node, dl, dv, c.maxPPM)
+		}
 	}
 }
 

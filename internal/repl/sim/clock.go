@@ -10,6 +10,8 @@ type Clock struct {
 	PPM    int64 // drift, parts per million (bounded by the world's MaxDriftPPM)
 	Base   int64 // the local reading at Origin
 	Origin int64 // virtual time of the last Reset
+	// Resets counts Resets (the reading may start again lower after one).
+	Resets uint64
 }
 
 // Local is the clock's reading at virtual time v (>= Origin).
@@ -31,4 +33,11 @@ func (c *Clock) Virtual(local int64) int64 {
 // Reset restarts the clock at base (>= 1) at virtual time v.
 func (c *Clock) Reset(v, base int64) {
 	c.Origin, c.Base = v, max(base, 1)
+	c.Resets++
+}
+
+// SetRate changes the drift to ppm from virtual time v on, without a jump:
+// the reading at v stays as it was.
+func (c *Clock) SetRate(v, ppm int64) {
+	c.Base, c.Origin, c.PPM = c.Local(v), v, ppm
 }

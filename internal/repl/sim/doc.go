@@ -15,7 +15,7 @@
 //
 // # Layout
 //
-// Only adapter.go imports the core (node.go holds the parts of a simulated
+// Only adapter*.go import the core (node.go holds the parts of a simulated
 // node that do not touch it). The rest is the world it lives in:
 //   - events.go: the event queue and virtual time;
 //   - network.go: a network that drops, delays, duplicates and reorders
@@ -24,10 +24,15 @@
 //     zero (a reboot);
 //   - disk.go: a disk that loses, in a crash, what was not synced;
 //   - history.go: client histories and the porcupine model of the store;
+//     resolve.go settles puts of unknown outcome from the history, and
+//     linear.go checks it with an equivalent compact model (for speed);
 //   - check.go: the invariants (design note engine-v2.md, "Deterministic
 //     simulation");
 //   - script.go: faults and client operations drawn from a seed, and the
-//     shrinker;
+//     shrinker; faults.go: the extended set (hand-overs, fence command
+//     outcomes, clock rate changes) and adapter_faults.go its core side;
+//   - parties.go: what the network delivers to (the nodes, and room for
+//     a third party such as a witness);
 //   - world.go: the world that runs a script; runner.go: many seeds on
 //     all cores.
 //

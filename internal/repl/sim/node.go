@@ -2,7 +2,7 @@ package sim
 
 // The parts of a simulated node that do not touch the protocol core: its
 // clock reading, freezes, and the client-side bookkeeping of its driver.
-// (adapter.go holds the rest, and is the only file that imports the core.)
+// (adapter*.go hold the rest, and are the only files that import the core.)
 
 import "sort"
 
@@ -74,6 +74,7 @@ func (n *node) thaw() {
 
 // heal restarts a stopped node and thaws a frozen one (end of a run).
 func (n *node) heal() {
+	n.fence = fence{d: quickFence}
 	if n.n == nil {
 		n.restart(false)
 	} else if !n.up() {

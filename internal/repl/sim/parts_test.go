@@ -210,3 +210,59 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		t.Fatalf("a write lost after a partition, without a conflict record: %v", f)
 	}
 }
+
+// TestClockRateChangeAndBound: a rate change keeps the reading continuous
+// and applies from then on; the checker fails a clock that runs beyond
+// the drift bound or backwards, and not one within it.
+func TestClockRateChangeAndBound(t *testing.T) {
+	c := Clock{}
+	c.Reset(0, 1)
+	before := c.Local(int64(time.Second))
+	c.SetRate(int64(time.Second), 2000)
+	if got := c.Local(int64(time.Second)); got != before {
+		t.Fatalf("the reading jumped from %d to %d at a rate change", before, got)
+	}
+	if got := c.Local(2*int64(time.Second)) - before; got != int64(time.Second)+2*int64(time.Millisecond) {
+		t.Fatalf("a +2000 ppm clock ran %d in a second", got)
+	}
+	now := int64(0)
+	ck := NewChecker(1, func() int64 { return now })
+	ck.BoundDrift(5000)
+	ck.Clock(0, 1, 1, 100)
+	ck.Clock(0, 1, 1+int64(time.Second), 100+int64(time.Second)+4*int64(time.Millisecond))
+	if f := ck.Failed(); f != nil {
+		t.Fatalf("a clock 4000 ppm fast failed a 5000 ppm bound: %v", f)
+	}
+	ck.Clock(0, 1, 1+2*int64(time.Second), 100+2*int64(time.Second)+20*int64(time.Millisecond))
+	if f := ck.Failed(); f == nil || f.Kind != "clock" {
+		t.Fatalf("a clock 16000 ppm fast passed a 5000 ppm bound: %v", f)
+	}
+	ck = NewChecker(1, func() int64 { return now })
+	ck.Clock(0, 1, 10, 500)
+	ck.Clock(0, 1, 20, 400)
+	if f := ck.Failed(); f == nil || f.Kind != "clock" {
+		t.Fatalf("a clock that went back passed: %v", f)
+	}
+	ck = NewChecker(1, func() int64 { return now })
+	ck.Clock(0, 1, 10, 500)
+	ck.Clock(0, 2, 20, 3) // a reboot: the reading starts again
+	if f := ck.Failed(); f != nil {
+		t.Fatalf("a reboot's lower reading failed: %v", f)
+	}
+}
+
+// TestListenerHearsThePair: a third party on the network (the room for a
+// witness or observer) hears both nodes' broadcasts, and the pair runs
+// and recovers as without it.
+func TestListenerHearsThePair(t *testing.T) {
+	for _, seed := range []uint64{2, 3} {
+		cfg := Config{Listeners: 1}
+		r := Run(Generate(seed, cfg), cfg)
+		if r.Failure != nil {
+			t.Fatalf("seed %d with a listener: %v", seed, r.Failure)
+		}
+		if len(r.Heard) != 1 || r.Heard[0][0] == 0 || r.Heard[0][1] == 0 {
+			t.Fatalf("seed %d: the listener heard %v (per sender), want both nodes", seed, r.Heard)
+		}
+	}
+}

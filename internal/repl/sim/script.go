@@ -20,10 +20,14 @@ const (
 	FaultRestart                      // Node restarts from its disk (a reboot when Peer == 1)
 	FaultFreeze                       // Node stops stepping for D, then resumes with a jump
 	FaultLeave                        // Node stops on purpose (a replica says it is leaving)
+	// The extended set (Config.Extended; faults.go).
+	FaultHandover // Node, if a synchronous primary, hands its role over (Peer == 1: final, its storage failed)
+	FaultFence    // Node's fence commands from now on run for D and succeed (Peer 0) or fail (Peer 1)
+	FaultDrift    // Node's clock rate changes to D ppm (within the world's bound)
 )
 
 func (k FaultKind) String() string {
-	return [...]string{"?", "cut", "cut-both", "heal", "lossy", "crash", "restart", "freeze", "leave"}[k]
+	return [...]string{"?", "cut", "cut-both", "heal", "lossy", "crash", "restart", "freeze", "leave", "hand-over", "fence", "drift"}[k]
 }
 
 // Fault is one fault at virtual time At.
@@ -48,6 +52,12 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" node %d (reboot %v)", f.Node, f.Peer == 1)
 	case FaultFreeze:
 		s += fmt.Sprintf(" node %d for %v", f.Node, time.Duration(f.D))
+	case FaultHandover:
+		s += fmt.Sprintf(" node %d (final %v)", f.Node, f.Peer == 1)
+	case FaultFence:
+		s += fmt.Sprintf(" node %d: %s after %v", f.Node, [...]string{"succeeds", "fails"}[f.Peer&1], time.Duration(f.D))
+	case FaultDrift:
+		s += fmt.Sprintf(" node %d to %d ppm", f.Node, f.D)
 	}
 	return s
 }
@@ -71,6 +81,9 @@ type Script struct {
 	// Ops are single operations at fixed times (scripted scenarios), each
 	// issued by a client of its own.
 	Ops []TimedOp
+	// Fence: the nodes run a fence command before they promote
+	// themselves (its outcomes are FaultFence's).
+	Fence bool
 }
 
 // TimedOp is one client operation issued at At on node Node.
@@ -90,7 +103,7 @@ func (s *Script) Len() (faults, ops int) {
 
 func (s *Script) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, clock drift %v ppm\n", s.Seed, s.PPM)
+	fmt.Fprintf(&b, "seed %d, clock drift %v ppm, fence command %v\n", s.Seed, s.PPM, s.Fence)
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault %s\n", f)
 	}
@@ -162,6 +175,9 @@ func Generate(seed uint64, cfg Config) Script {
 		s.Faults = append(s.Faults, f)
 	}
 	sortFaults(s.Faults)
+	if cfg.Extended {
+		extend(&s, cfg)
+	}
 	for range cfg.Clients {
 		var ops []ClientOp
 		for t := int64(0); t < int64(cfg.Duration); {

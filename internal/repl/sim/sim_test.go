@@ -2,6 +2,8 @@ package sim
 
 import (
 	"bufio"
+	"cmp"
+	"fmt"
 	"maps"
 	"os"
 	"runtime"
@@ -12,20 +14,47 @@ import (
 	"time"
 )
 
-// ciSeeds is the fixed seed set the unit step runs.
-const ciSeeds = 40
+// ciSeeds is the fixed seed set the unit step runs; ciExtended the part
+// of it also run with the extended fault set (Config.Extended).
+const (
+	ciSeeds    = 40
+	ciExtended = 20
+)
+
+// seedKey is a seed and whether it is drawn with the extended fault set.
+type seedKey struct {
+	seed     uint64
+	extended bool
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (k seedKey) cfg() Config { return Config{Extended: k.extended} }
+
+func (k seedKey) String() string {
+	if k.extended {
+		return fmt.Sprintf("%d (extended)", k.seed)
+	}
+	return fmt.Sprint(k.seed)
+}
 
 // openSeeds reads testdata/seeds.txt: every seed that ever failed, with
-// the kind of failure it showed ("seed kind [open|fixed] # note"). An open
-// seed still fails that way (the failure is not fixed yet); a fixed one
-// must pass.
-func openSeeds(t *testing.T) (open map[uint64]string, fixed []uint64) {
+// the kind of failure it showed ("seed kind open|fixed [extended] #
+// note"). An open seed still fails that way (the failure is not fixed
+// yet); a fixed one must pass. "extended": the seed's script is drawn
+// with the extended fault set.
+func openSeeds(t *testing.T) (open map[seedKey]string, fixed []seedKey) {
 	f, err := os.Open("testdata/seeds.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	open = map[uint64]string{}
+	open = map[seedKey]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line, _, _ := strings.Cut(sc.Text(), "#")
@@ -34,13 +63,14 @@ func openSeeds(t *testing.T) (open map[uint64]string, fixed []uint64) {
 			continue
 		}
 		seed, err := strconv.ParseUint(fs[0], 10, 64)
-		if err != nil || len(fs) != 3 {
+		if err != nil || len(fs) != 3 && (len(fs) != 4 || fs[3] != "extended") {
 			t.Fatalf("testdata/seeds.txt: bad line %q", sc.Text())
 		}
+		k := seedKey{seed: seed, extended: len(fs) == 4}
 		if fs[2] == "open" {
-			open[seed] = fs[1]
+			open[k] = fs[1]
 		} else {
-			fixed = append(fixed, seed)
+			fixed = append(fixed, k)
 		}
 	}
 	return open, fixed
@@ -52,31 +82,36 @@ func TestSeeds(t *testing.T) {
 	open, fixed := openSeeds(t)
 	seeds := fixed
 	for s := uint64(1); s <= ciSeeds; s++ {
-		seeds = append(seeds, s)
+		seeds = append(seeds, seedKey{seed: s})
 	}
-	for s := range open {
-		if s > ciSeeds {
-			seeds = append(seeds, s)
+	for s := uint64(1); s <= ciExtended; s++ {
+		seeds = append(seeds, seedKey{seed: s, extended: true})
+	}
+	for k := range open {
+		if k.seed > ciSeeds || k.extended && k.seed > ciExtended {
+			seeds = append(seeds, k)
 		}
 	}
 	var total Stats
 	passed := 0
-	for _, seed := range seeds {
-		s := Generate(seed, Config{})
-		r := Run(s, Config{})
+	for _, k := range seeds {
+		s := Generate(k.seed, k.cfg())
+		r := Run(s, k.cfg())
 		total.add(r.Stats)
-		kind, isOpen := open[seed]
+		kind, isOpen := open[k]
 		switch {
 		case r.Failure == nil && isOpen:
-			t.Errorf("seed %d, listed open (%s) in testdata/seeds.txt, passes now: mark it fixed", seed, kind)
+			t.Errorf("seed %v, listed open (%s) in testdata/seeds.txt, passes now: mark it fixed", k, kind)
 		case r.Failure == nil:
 			passed++
 		case isOpen && r.Failure.Kind == kind:
-			t.Logf("seed %d: open failure, as listed: %v", seed, r.Failure)
+			t.Logf("seed %v: open failure, as listed: %v", k, r.Failure)
 		default:
-			small, f := Shrink(s, Config{}, r.Failure, 200)
-			tr := Run(small, Config{Trace: true})
-			t.Errorf("seed %d: %v\nshrunk:\n%s", seed, f, tr.Describe(small))
+			small, f := Shrink(s, k.cfg(), r.Failure, 200)
+			tcfg := k.cfg()
+			tcfg.Trace = true
+			tr := Run(small, tcfg)
+			t.Errorf("seed %v: %v\nshrunk:\n%s", k, f, tr.Describe(small))
 		}
 	}
 	t.Logf("%d seeds, %d passed: %d steps, %d client operations (%d checked by porcupine), %d faults",
@@ -107,24 +142,29 @@ func TestDeterministic(t *testing.T) {
 // no larger and still fails the same way.
 func TestShrinkKeepsTheFailure(t *testing.T) {
 	open, _ := openSeeds(t)
-	seeds := slices.Sorted(maps.Keys(open))
-	for _, seed := range seeds {
-		kind := open[seed]
+	seeds := slices.SortedFunc(maps.Keys(open), func(a, b seedKey) int {
+		if c := cmp.Compare(a.seed, b.seed); c != 0 {
+			return c
+		}
+		return cmp.Compare(b2i(a.extended), b2i(b.extended))
+	})
+	for _, k := range seeds {
+		kind, seed := open[k], k.seed
 		if kind == "porcupine-timeout" {
 			continue // depends on the machine's speed, not on the seed alone
 		}
-		s := Generate(seed, Config{})
-		r := Run(s, Config{})
+		s := Generate(seed, k.cfg())
+		r := Run(s, k.cfg())
 		if r.Failure == nil || r.Failure.Kind != kind {
 			continue // TestSeeds reports it
 		}
-		small, f := Shrink(s, Config{}, r.Failure, 100)
+		small, f := Shrink(s, k.cfg(), r.Failure, 100)
 		sf, so := small.Len()
 		bf, bo := s.Len()
 		if f.Kind != kind || sf > bf || so > bo || sf+so == bf+bo {
 			t.Fatalf("seed %d: shrunk from %d faults, %d ops to %d, %d (%v)", seed, bf, bo, sf, so, f)
 		}
-		if again := Run(small, Config{}); again.Failure == nil || again.Failure.Kind != kind {
+		if again := Run(small, k.cfg()); again.Failure == nil || again.Failure.Kind != kind {
 			t.Fatalf("seed %d: the shrunk script does not fail as %s: %v", seed, kind, again.Failure)
 		}
 		t.Logf("seed %d (%s): shrunk from %d faults and %d operations to %d and %d", seed, kind, bf, bo, sf, so)
@@ -134,7 +174,8 @@ func TestShrinkKeepsTheFailure(t *testing.T) {
 }
 
 // TestSoak is `make sim`: SIM_DURATION (a Go duration) or SIM_SEEDS (a
-// count) of seeds from SIM_FIRST (default 1000), on every core.
+// count) of seeds from SIM_FIRST (default 1000), on every core (GOMAXPROCS
+// workers).
 func TestSoak(t *testing.T) {
 	d, n := os.Getenv("SIM_DURATION"), os.Getenv("SIM_SEEDS")
 	if d == "" && n == "" {
@@ -156,7 +197,10 @@ func TestSoak(t *testing.T) {
 		}
 		next = Seeds(list)
 	}
-	rep := Explore(Config{}, runtime.GOMAXPROCS(0), next, 300)
+	// The extended fault set unless SIM_BASE is set (its failing seeds
+	// go to testdata/seeds.txt marked "extended").
+	cfg := Config{Extended: os.Getenv("SIM_BASE") == ""}
+	rep := Explore(cfg, runtime.GOMAXPROCS(0), next, 300)
 	t.Logf("sim: %s", &rep)
 	for _, f := range rep.Failures {
 		t.Errorf("seed %d: %v\nshrunk trace:\n%s", f.Seed, f.Failure, f.Trace)

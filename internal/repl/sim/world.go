@@ -31,6 +31,14 @@ type Config struct {
 	// Trace collects a readable trace of the run (role changes, faults,
 	// client operations; not heartbeats).
 	Trace bool
+	// Listeners adds passive parties to the network after the nodes
+	// (parties.go): room for a witness or an observer.
+	Listeners int
+	// Extended draws the extended fault set as well (hand-overs, fence
+	// command outcomes, clock rate changes; faults.go). A script drawn
+	// without it is the one earlier builds drew for its seed, so the
+	// regression seeds of testdata/seeds.txt replay unchanged.
+	Extended bool
 }
 
 func (c Config) withDefaults() Config {
@@ -94,6 +102,18 @@ type Result struct {
 	// History is every recorded client operation (porcupine's form:
 	// Input, Output, Call and Return in virtual ns; ClientId the client).
 	History []porcupine.Operation
+	// Roles is every role change, in order.
+	Roles []RoleEvent
+	// Heard is, per listener (Config.Listeners), the packets it heard
+	// from each party.
+	Heard [][]int
+}
+
+// RoleEvent is a node's role change at virtual time At.
+type RoleEvent struct {
+	At               int64
+	Node             int
+	From, To, Reason string
 }
 
 // client is a sequential stream of operations.
@@ -118,19 +138,23 @@ type Op struct {
 // World is one run: the nodes, the network, the clients and the checker
 // on one event queue. It owns no goroutine.
 type World struct {
-	cfg     Config
-	script  Script
-	q       Queue
-	rng     *rand.Rand
-	net     *Network
-	nodes   []*node
-	views   []View
-	clients []*client
-	check   *Checker
-	hist    History
-	stats   Stats
-	nextID  uint64
-	trace   []string
+	cfg    Config
+	script Script
+	q      Queue
+	rng    *rand.Rand
+	net    *Network
+	nodes  []*node
+	// parties is everything on the network: nodes first (parties.go).
+	parties   []party
+	listeners []*listener
+	views     []View
+	clients   []*client
+	check     *Checker
+	hist      History
+	stats     Stats
+	nextID    uint64
+	trace     []string
+	roles     []RoleEvent
 	// failover watches the surviving node after a crash of a healthy pair.
 	failover struct {
 		armed    bool
@@ -149,7 +173,8 @@ func Run(s Script, cfg Config) Result {
 	cfg = cfg.withDefaults()
 	w := &World{cfg: cfg, script: s, rng: rand.New(rand.NewPCG(s.Seed, 0xd1ad)), lastFault: 0}
 	w.check = NewChecker(cfg.Nodes, w.q.Now)
-	w.net = NewNetwork(cfg.Nodes, cfg.Net, w.rng, &w.q, w.deliver)
+	w.check.BoundDrift(cfg.MaxDriftPPM)
+	w.net = NewNetwork(cfg.Nodes+cfg.Listeners, cfg.Net, w.rng, &w.q, w.deliver)
 	for i := range cfg.Nodes {
 		ppm := int64(0)
 		if i < len(s.PPM) {
@@ -158,6 +183,7 @@ func Run(s Script, cfg Config) Result {
 		w.nodes = append(w.nodes, newNode(w, i, ppm))
 		w.views = append(w.views, View{})
 	}
+	w.addParties(cfg.Listeners)
 	for _, n := range w.nodes {
 		n.start(false)
 	}
@@ -187,8 +213,11 @@ func Run(s Script, cfg Config) Result {
 			w.settled()
 		}
 	}
-	r := Result{Stats: w.stats, Failure: w.check.Failed(), Trace: w.trace, History: w.hist.ops}
+	r := Result{Stats: w.stats, Failure: w.check.Failed(), Trace: w.trace, History: w.hist.ops, Roles: w.roles}
 	r.Runs, r.Conflicts = 1, w.check.Conflicts
+	for _, l := range w.listeners {
+		r.Heard = append(r.Heard, l.heard)
+	}
 	for _, n := range w.nodes {
 		r.Lost += n.disk.Lost
 	}
@@ -264,14 +293,15 @@ func (w *World) refreshViews() {
 
 // deliver hands a packet that arrived to its receiver.
 func (w *World) deliver(p Packet) {
-	if w.nodes[p.To].receive(p) {
+	if w.parties[p.To].receive(p) {
 		w.step()
 	}
 }
 
 // fault injects f.
 func (w *World) fault(f Fault) {
-	if f.Node >= len(w.nodes) || f.Peer >= len(w.nodes) && f.Kind != FaultRestart {
+	peerIsNode := f.Kind == FaultCut || f.Kind == FaultCutBoth
+	if f.Node >= len(w.nodes) || peerIsNode && f.Peer >= len(w.nodes) {
 		return
 	}
 	w.stats.Faults++
@@ -296,6 +326,8 @@ func (w *World) fault(f Fault) {
 		n.restart(f.Peer == 1)
 	case FaultFreeze:
 		n.freeze(f.D)
+	case FaultHandover, FaultFence, FaultDrift:
+		w.extendedFault(f)
 	}
 	if w.net.Isolated(0, 1) {
 		w.check.TwoWayCut()
@@ -313,8 +345,12 @@ func (w *World) armFailover(gone int) {
 	if !w.nodes[s].up() || !w.nodes[gone].up() || !w.nodes[gone].synchronousWith(w.nodes[s]) {
 		return
 	}
+	extra, ok := w.nodes[s].failoverBound()
+	if !ok {
+		return // its fence command fails or is slow: no bound applies
+	}
 	w.failover.armed, w.failover.survivor = true, s
-	w.failover.deadline = w.q.Now() + 2*int64(w.cfg.Lease)
+	w.failover.deadline = w.q.Now() + 2*int64(w.cfg.Lease) + extra
 	deadline := w.failover.deadline
 	w.q.At(deadline, func() {
 		if !w.failover.armed || w.failover.deadline != deadline {
@@ -322,7 +358,7 @@ func (w *World) armFailover(gone int) {
 		}
 		w.failover.armed = false
 		if !w.nodes[s].leads() {
-			w.check.Fail("slow-failover", "node %d does not lead %v after its synchronous peer stopped (role %s)", s, 2*w.cfg.Lease, w.nodes[s].roleName())
+			w.check.Fail("slow-failover", "node %d does not lead %v after its synchronous peer stopped (role %s)", s, time.Duration(2*int64(w.cfg.Lease)+extra), w.nodes[s].roleName())
 		}
 	})
 }
