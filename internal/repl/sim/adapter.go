@@ -51,9 +51,12 @@ type node struct {
 	applied     uint64
 	puts        map[uint64]*Op // writes this node took from clients, by write ID
 	reads       map[uint64]*Op // reads registered with ReadIndex, by op ID
-	ready       []released
-	snaps       map[uint64]snapshot // snapshots this node served, by request ID
-	writeAt     func(uint64) (uint64, bool)
+	// grant is the core's read grant as the server's driver publishes it:
+	// narrowed before a Ready is carried out, widened after.
+	grant   repl.ReadGrant
+	ready   []released
+	snaps   map[uint64]snapshot // snapshots this node served, by request ID
+	writeAt func(uint64) (uint64, bool)
 }
 
 func newNode(w *World, idx int, ppm int64) *node {
@@ -101,7 +104,7 @@ func (n *node) boot() {
 	}
 	n.gen++
 	n.frozenUntil, n.deferred, n.syncing = 0, nil, false
-	n.puts, n.reads, n.ready = map[uint64]*Op{}, map[uint64]*Op{}, nil
+	n.puts, n.reads, n.ready, n.grant = map[uint64]*Op{}, map[uint64]*Op{}, nil, repl.ReadGrant{}
 	n.rebuild()
 	n.n = repl.NewNode(cfg, n.restartState())
 	w.check.Visible(n.idx, n.rev)
@@ -155,7 +158,7 @@ func (n *node) stop(leave bool) {
 	for _, r := range n.ready {
 		n.w.finish(r.op, Output{}, true)
 	}
-	n.puts, n.reads, n.ready, n.deferred = nil, nil, nil, nil
+	n.puts, n.reads, n.ready, n.deferred, n.grant = nil, nil, nil, nil, repl.ReadGrant{}
 	n.w.tracef("node %d stops (leave %v), disk keeps %d entries", n.idx, leave, n.disk.Len())
 }
 
@@ -230,6 +233,12 @@ func (n *node) take(op *Op) {
 	case op.in.Put && st.Role == repl.RoleReplica && st.Leader != 0:
 		n.puts[op.id] = op
 		n.w.net.Send(Packet{From: n.idx, To: int(st.Leader - 1), Payload: fwdWrite{origin: n.id, id: op.id, key: op.in.Key, value: op.in.Value}})
+	case !op.in.Put && n.grant.Covers(n.now()):
+		// As the server's request goroutine: served at once under the
+		// read grant the driver published (one clock reading).
+		n.ready = append(n.ready, released{op: op, index: n.grant.Index})
+		n.serveReads()
+		return
 	case !op.in.Put:
 		// The core alone decides whether and when a read is served, as
 		// in the server: it refuses a read it may not serve.
@@ -282,9 +291,15 @@ func (n *node) process() bool {
 	busy := false
 	for n.n != nil && n.n.HasReady() {
 		rd := n.n.Ready()
+		if rd.ReadGrant.Narrows(n.grant) {
+			n.grant = rd.ReadGrant // before any effect of rd
+		}
 		n.n.Advance()
 		if n.carryOut(&rd) {
 			busy = true
+		}
+		if n.n != nil {
+			n.grant = rd.ReadGrant
 		}
 	}
 	return busy
