@@ -51,12 +51,10 @@ type node struct {
 	applied     uint64
 	puts        map[uint64]*Op // writes this node took from clients, by write ID
 	reads       map[uint64]*Op // reads registered with ReadIndex, by op ID
-	// grant is the core's read grant as the server's driver publishes it:
-	// narrowed before a Ready is carried out, widened after.
-	grant   repl.ReadGrant
-	ready   []released
-	snaps   map[uint64]snapshot // snapshots this node served, by request ID
-	writeAt func(uint64) (uint64, bool)
+	grant       repl.ReadGrant // as the server's driver publishes it (grant.go)
+	ready       []released
+	snaps       map[uint64]snapshot // snapshots this node served, by request ID
+	writeAt     func(uint64) (uint64, bool)
 }
 
 func newNode(w *World, idx int, ppm int64) *node {
@@ -234,11 +232,7 @@ func (n *node) take(op *Op) {
 		n.puts[op.id] = op
 		n.w.net.Send(Packet{From: n.idx, To: int(st.Leader - 1), Payload: fwdWrite{origin: n.id, id: op.id, key: op.in.Key, value: op.in.Value}})
 	case !op.in.Put && n.grant.Covers(n.now()):
-		// As the server's request goroutine: served at once under the
-		// read grant the driver published (one clock reading).
-		n.ready = append(n.ready, released{op: op, index: n.grant.Index})
-		n.serveReads()
-		return
+		n.readUnderGrant(op) // as the server's request goroutine
 	case !op.in.Put:
 		// The core alone decides whether and when a read is served, as
 		// in the server: it refuses a read it may not serve.
@@ -291,16 +285,12 @@ func (n *node) process() bool {
 	busy := false
 	for n.n != nil && n.n.HasReady() {
 		rd := n.n.Ready()
-		if rd.ReadGrant.Narrows(n.grant) {
-			n.grant = rd.ReadGrant // before any effect of rd
-		}
+		n.narrowGrant(rd.ReadGrant)
 		n.n.Advance()
 		if n.carryOut(&rd) {
 			busy = true
 		}
-		if n.n != nil {
-			n.grant = rd.ReadGrant
-		}
+		n.widenGrant(rd.ReadGrant)
 	}
 	return busy
 }
