@@ -48,6 +48,9 @@ type hnode struct {
 	accepted bool
 	// snaps holds snapshots served by this node, by request ID.
 	snaps map[uint64]*hnode
+	// grant is the read grant published as the driver publishes it
+	// (narrowed before a Ready's effects, widened after them).
+	grant ReadGrant
 }
 
 // hmsg is a message in flight.
@@ -239,6 +242,9 @@ func (h *harness) deliver() {
 func (h *harness) process(x *hnode) {
 	for x.n != nil && x.n.HasReady() {
 		rd := x.n.Ready()
+		if rd.ReadGrant.Narrows(x.grant) {
+			x.grant = rd.ReadGrant
+		}
 		if rd.Truncate != 0 {
 			h.truncate(x, rd.Truncate)
 		}
@@ -271,6 +277,7 @@ func (h *harness) process(x *hnode) {
 		if r := rd.HandoverResult; r != nil {
 			h.printf("%s: hand-over ended: %v", x.name, r.Err)
 		}
+		x.grant = rd.ReadGrant
 		x.n.Advance()
 		if len(rd.Entries) > 0 {
 			e := x.log[len(x.log)-1]
@@ -549,6 +556,7 @@ func (h *harness) check(x *hnode, rd *Ready) {
 		h.violate("%s: commit went back from %d to %d", x.name, h.commits[x.n], rd.Commit)
 	}
 	h.commits[x.n] = max(h.commits[x.n], rd.Commit)
+	h.checkGrant(x)
 	if x.n.role.Leads() {
 		for i := h.ackedTo + 1; i <= rd.Commit && i <= uint64(len(x.log)); i++ {
 			h.acked[i] = x.log[i-1]
@@ -590,4 +598,24 @@ func (h *harness) check(x *hnode, rd *Ready) {
 
 func (h *harness) violate(format string, args ...any) {
 	h.violations = append(h.violations, fmt.Sprintf(format, args...))
+}
+
+// checkGrant checks the read grant x's driver publishes now: while it
+// covers the present, ReadIndex would serve a read at once, and a read
+// served under it sees every acknowledged entry.
+func (h *harness) checkGrant(x *hnode) {
+	if !x.grant.Covers(h.now) {
+		return
+	}
+	if x.n.role != RoleReplica || !x.n.mayServe() || !x.n.replicaSafe(x.n.persisted) {
+		h.violate("%s: a read grant is in force while ReadIndex would not serve at once", x.name)
+		return
+	}
+	for i := uint64(1); i <= h.ackedTo; i++ {
+		a := h.acked[i]
+		if i > uint64(len(x.log)) || x.log[i-1].Epoch != a.Epoch || string(x.log[i-1].Data) != string(a.Data) {
+			h.violate("%s: a read under its grant would miss acknowledged entry %d (%s)", x.name, i, a.Data)
+			return
+		}
+	}
 }

@@ -34,6 +34,9 @@ import (
 //	freeze a 2s           a neither ticks nor takes messages for 2 s
 //	propose a k=v         propose an entry on a (prints an error if refused)
 //	read a 7              register linearizable read 7 on a
+//	read a 7 grant        serve it under a's published read grant if
+//	                      that covers now, else register it
+//	grant a               the read grant a's driver publishes now
 //	fence a               the fence command a runs finishes
 //	move-leader a         a hands its role over
 //	leave b               b stops on purpose (then crashes)
@@ -194,6 +197,15 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 		if err != nil {
 			t.Fatalf("%s: %v", d.Pos, err)
 		}
+		if len(d.CmdArgs) > 2 && arg(2) == "grant" {
+			// As the server's request goroutine: under the published
+			// grant at once, else through ReadIndex.
+			if x.grant.Covers(h.now) {
+				h.printf("%s: read %d served under the grant at index %d", x.name, id, x.grant.Index)
+				break
+			}
+			h.printf("%s: read %d not covered by a grant", x.name, id)
+		}
 		x.n.ReadIndex(id, h.now)
 		h.process(x)
 		h.deliver()
@@ -241,6 +253,13 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 				p := x.n.Protocol()
 				h.printf("%s: own=%v peer=%v version=%d send=%d heartbeat=%d refused=%q", x.name, p.Own, p.Peer, p.Version, p.Send, p.Heartbeat, p.Refused)
 			}
+		}
+	case "grant":
+		x := h.node(arg(0))
+		if x.grant.Covers(h.now) {
+			h.printf("%s: grant index=%d for %s", x.name, x.grant.Index, time.Duration(x.grant.Until-h.now))
+		} else {
+			h.printf("%s: no grant", x.name)
 		}
 	case "status":
 		h.status()

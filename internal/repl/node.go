@@ -109,8 +109,9 @@ type Node struct {
 
 	reads []readWait
 
-	rd           Ready  // what the next Ready will carry
-	handedCommit uint64 // the commit index of the last Ready handed out
+	rd           Ready     // what the next Ready will carry
+	handedCommit uint64    // the commit index of the last Ready handed out
+	handedGrant  ReadGrant // the read grant of the last Ready handed out
 }
 
 // Config configures a Node.
@@ -211,6 +212,8 @@ type Message struct {
 //     HardState, then Entries;
 //     nothing of this Ready is sent before HardState is durable;
 //  2. send Messages (each to its To; 0: the peer);
+//     (publish ReadGrant before anything else: a grant it revokes must
+//     be gone before any effect of this Ready, see ReadGrant);
 //  3. apply CommittedEntries; answer ReadStates;
 //  4. carry out the rest (RoleChange, Fence, Serve, Snapshot, SplitBrain,
 //     Merge), slow ones off the loop, reporting back through the inputs;
@@ -224,6 +227,11 @@ type Ready struct {
 	Commit           uint64
 	CommittedEntries []Entry
 	ReadStates       []ReadState
+	// ReadGrant is the read grant in force from this Ready on (reads.go):
+	// the driver publishes it to its request goroutines before it carries
+	// out anything else of this Ready, and those serve a linearizable
+	// read at once while it covers their own clock reading.
+	ReadGrant ReadGrant
 	// RoleChange is set when the role changed (the last change, if several
 	// happened since the last Ready; Reason names it).
 	RoleChange *RoleChange

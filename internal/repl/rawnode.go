@@ -266,7 +266,7 @@ func (n *Node) Leave() {
 func (n *Node) HasReady() bool {
 	rd := &n.rd
 	return !rd.HardState.IsEmpty() || len(rd.Entries) > 0 || len(rd.Messages) > 0 ||
-		n.commit != n.handedCommit || n.commitReady() || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
+		n.commit != n.handedCommit || n.commitReady() || n.readGrant() != n.handedGrant || len(rd.ReadStates) > 0 || rd.RoleChange != nil || rd.Fence ||
 		len(rd.Serve) > 0 || len(rd.Snapshot) > 0 || rd.DropSnapshot || rd.Truncate != 0 || rd.SplitBrain != nil ||
 		rd.Merge != 0 || rd.HandoverResult != nil || rd.Stuck != nil || rd.Counters != Counters{} || rd.Protocol != nil
 }
@@ -289,6 +289,8 @@ func (n *Node) Ready() Ready {
 		}
 	}
 	n.handedCommit = n.commit
+	rd.ReadGrant = n.readGrant()
+	n.handedGrant = rd.ReadGrant
 	return rd
 }
 

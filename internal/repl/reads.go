@@ -151,3 +151,48 @@ func (n *Node) failReads() {
 func (n *Node) refuseRead(id uint64) {
 	n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: id, Refused: true})
 }
+
+// ReadGrant lets a replica's driver serve linearizable reads without
+// registering each with ReadIndex: the core decided ahead of time what
+// ReadIndex would decide for any read arriving before Until (the caller's
+// clock, the same one it gives Tick and ReadIndex). A read whose own
+// clock reading, taken once as it arrives, is before Until is served at
+// once at everything this node shows (at least Index: its durable log);
+// any other read goes through ReadIndex. The zero grant covers nothing.
+//
+// It is granted only to a replica that holds its read lease, is not
+// replacing its state from a snapshot, and whose log was verified against
+// its leader's (readGrant): every entry it persists from then on was
+// durable on its leader first, so showing any of them is safe, and every
+// write its primary acknowledged is durable here, and shown, before the
+// acknowledgement leaves the primary. Until is the read lease itself, so
+// a grant never outlives it. A change that ends any of these conditions
+// (a role change, a lease lost to a restarted peer, a snapshot request, a
+// suffix to drop) narrows the grant in the very Ready that carries it
+// out, and the driver publishes a narrower grant before it carries out
+// anything else of that Ready (Ready, step 1).
+//
+// The primary gets no grant: a write forwarded by the replica is
+// acknowledged there as soon as it is durable there, before the primary
+// shows it, so the primary's reads wait for its commit index and the
+// release of what it covers (ReadIndex).
+type ReadGrant struct {
+	Until int64  // reads whose clock reading is before Until are covered
+	Index uint64 // the index such a read sees at least
+}
+
+// Covers reports whether a read whose clock reading is now may be served
+// under g without ReadIndex.
+func (g ReadGrant) Covers(now int64) bool { return now < g.Until }
+
+// Narrows reports whether g covers less than the grant old: the driver
+// must publish g before it carries out the rest of its Ready.
+func (g ReadGrant) Narrows(old ReadGrant) bool { return g.Until < old.Until }
+
+// readGrant is the grant that ReadIndex's rules give now (see ReadGrant).
+func (n *Node) readGrant() ReadGrant {
+	if n.role != RoleReplica || !n.verified || !n.mayServe() || !n.replicaSafe(n.persisted) {
+		return ReadGrant{}
+	}
+	return ReadGrant{Until: n.det.LeaseUntil(), Index: n.persisted}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
@@ -11,7 +12,9 @@ import (
 // Linearizable reads in a pair go through the protocol core: the request
 // goroutine queues the read for the apply loop, which registers it with
 // the core (repl.Node.ReadIndex) and answers it from the core's
-// ReadStates. The core alone decides whether and when a read may be
+// ReadStates, unless the read grant the loop published covers the
+// read's clock reading: a replica then serves it at once, with no turn of
+// the loop (repl.ReadGrant). The core alone decides whether and when a read may be
 // served (internal/repl, reads.go); this file only carries reads to it and
 // answers back, and maps the index a read waits for to the store revision
 // it must see. A served read then reads the store at its visible
@@ -39,6 +42,9 @@ type readQueue struct {
 	// core, by the ID given to ReadIndex, and the last ID given.
 	wait map[uint64]*readReq
 	seq  uint64
+	// grant is the core's read grant as the apply loop publishes it
+	// (publishGrant, narrowGrant; nil: none), read by request goroutines.
+	grant atomic.Pointer[repl.ReadGrant]
 }
 
 func newReadQueue() readQueue {
@@ -50,6 +56,18 @@ func newReadQueue() readQueue {
 // (the core's rules), "stopped" when the node stops, and the context's
 // error when the caller gives up.
 func (s *Server) readIndex(ctx context.Context) error {
+	// The grant covers the read only if the clock, read once after the
+	// grant is loaded, is still before its end (repl.ReadGrant).
+	if g := s.repl.reads.grant.Load(); g != nil && g.Covers(s.repl.clock.Now()) {
+		select {
+		case <-s.stopped:
+			return errStopped
+		default:
+			// Under the grant a replica shows what it holds durable,
+			// which is visible as soon as it is durable (applyFollowed).
+			return nil
+		}
+	}
 	q := &readReq{done: make(chan error, 1)}
 	select {
 	case s.repl.reads.c <- q:
@@ -126,5 +144,35 @@ func (s *Server) answerReads(states []repl.ReadState) {
 		} else {
 			q.done <- nil
 		}
+	}
+}
+
+// narrowGrant publishes g at once if it covers less than the grant in
+// force (apply loop, first thing for each Ready): the change that
+// narrowed it (a role change, a lost lease, a snapshot, a suffix to drop)
+// is carried out only after no request goroutine can serve under the old
+// grant any more. A wider grant waits for publishGrant.
+func (s *Server) narrowGrant(g repl.ReadGrant) {
+	rq := &s.repl.reads
+	if old := rq.grant.Load(); old != nil && g.Narrows(*old) {
+		rq.publish(g)
+	}
+}
+
+// publishGrant publishes g once its Ready is carried out (apply loop).
+func (s *Server) publishGrant(g repl.ReadGrant) { s.repl.reads.publish(g) }
+
+// revokeGrant withdraws the grant (apply loop): the node stops.
+func (s *Server) revokeGrant() { s.repl.reads.grant.Store(nil) }
+
+func (rq *readQueue) publish(g repl.ReadGrant) {
+	old := rq.grant.Load()
+	switch {
+	case g == (repl.ReadGrant{}):
+		if old != nil {
+			rq.grant.Store(nil)
+		}
+	case old == nil || *old != g:
+		rq.grant.Store(&g)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/server"
 	"github.com/dyad-db/dyad/internal/transport"
 )
 
@@ -107,4 +108,66 @@ func TestPairReadsDuringMoveLeaderAreNotRefused(t *testing.T) {
 	if n := served(); n < after+20 {
 		t.Fatalf("%d reads served on the new replica, want 20", n-after)
 	}
+}
+
+// A replica serves a linearizable read under its read grant while its
+// apply loop is stuck persisting a batch: the read does not wait for a
+// turn of the loop. (Through the loop it would wait until the commit
+// returns, which here is never before the read is answered.)
+func TestPairReplicaReadsUnderGrantWhileLoopPersists(t *testing.T) {
+	net := transport.NewMemNet()
+	// A lease long enough that a loaded machine does not run the
+	// replica's read lease out while its loop is held.
+	cfgA, cfgB := pairConfig(net, t.TempDir(), 1, true), pairConfig(net, t.TempDir(), 2, false)
+	cfgA.Repl.Lease, cfgB.Repl.Lease = 2*time.Second, 2*time.Second
+	a, b := startNode(t, cfgA), startNode(t, cfgB)
+	defer a.stop()
+	defer b.stop()
+	deadline := time.Now().Add(20 * cfgA.Repl.Lease)
+	for b.srv.Role() != repl.RoleReplica || !b.srv.HasLeader() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no synchronous pair: %s and %s", a.srv.Role(), b.srv.Role())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	put(t, a.cli, "k", "old")
+	if got, _ := get(t, b.cli, "k"); got != "old" {
+		t.Fatalf("replica reads %q, want %q", got, "old")
+	}
+
+	// Hold the replica's next commit (its loop persisting a batch).
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	server.InjectStorageFault(b.srv, func() error {
+		once.Do(func() { close(entered) })
+		<-release
+		return nil
+	})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	unblock := sync.OnceFunc(func() { close(release); server.InjectStorageFault(b.srv, nil) })
+	defer unblock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*cfgA.Repl.Lease)
+		defer cancel()
+		_, _ = a.srv.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("new")})
+	}()
+	select {
+	case <-entered:
+	case <-time.After(20 * cfgA.Repl.Lease):
+		t.Fatal("the replica never persisted the write")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), cfgB.Repl.Lease)
+	defer cancel()
+	resp, err := b.srv.Range(ctx, &pb.RangeRequest{Key: []byte("k")})
+	if err != nil {
+		t.Fatalf("linearizable read on the replica while its loop persists: %v", err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "old" {
+		t.Fatalf("read %v, want k=old (the held write is not acknowledged)", resp.Kvs)
+	}
+	unblock()
 }

@@ -19,11 +19,14 @@ func (s *Server) handleReady() {
 	r := s.repl
 	for r.node.HasReady() {
 		rd := r.node.Ready()
+		s.narrowGrant(rd.ReadGrant) // before any effect of rd (repl.ReadGrant)
 		if rd.Truncate != 0 && s.truncateSuffix(rd.Truncate) != nil {
+			s.revokeGrant()
 			r.node.Advance()
 			return // the node stops (fail)
 		}
 		if s.persistReady(&rd) != nil {
+			s.revokeGrant()
 			r.node.Advance()
 			return // the node stops (fail); nothing of this Ready is sent
 		}
@@ -48,6 +51,7 @@ func (s *Server) handleReady() {
 		}
 		s.publish()
 		s.answerReads(rd.ReadStates)
+		s.publishGrant(rd.ReadGrant)
 		if st := rd.Stuck; st != nil {
 			why := *st
 			r.stuckWhy.Store(&why)

@@ -51,6 +51,7 @@ type node struct {
 	applied     uint64
 	puts        map[uint64]*Op // writes this node took from clients, by write ID
 	reads       map[uint64]*Op // reads registered with ReadIndex, by op ID
+	grant       repl.ReadGrant // as the server's driver publishes it (grant.go)
 	ready       []released
 	snaps       map[uint64]snapshot // snapshots this node served, by request ID
 	forwarded   seenWrites
@@ -109,7 +110,7 @@ func (n *node) boot() {
 	}
 	n.gen++
 	n.frozenUntil, n.deferred, n.syncing, n.finalHandover = 0, nil, false, false
-	n.puts, n.reads, n.ready = map[uint64]*Op{}, map[uint64]*Op{}, nil
+	n.puts, n.reads, n.ready, n.grant = map[uint64]*Op{}, map[uint64]*Op{}, nil, repl.ReadGrant{}
 	n.forwarded = seenWrites{}
 	n.rebuild()
 	n.n = repl.NewNode(cfg, n.restartState())
@@ -164,7 +165,7 @@ func (n *node) stop(leave bool) {
 	for _, r := range n.ready {
 		n.w.finish(r.op, Output{}, true)
 	}
-	n.puts, n.reads, n.ready, n.deferred = nil, nil, nil, nil
+	n.puts, n.reads, n.ready, n.deferred, n.grant = nil, nil, nil, nil, repl.ReadGrant{}
 	n.w.tracef("node %d stops (leave %v), disk keeps %d entries", n.idx, leave, n.disk.Len())
 }
 
@@ -245,6 +246,8 @@ func (n *node) take(op *Op) {
 	case op.in.Put && st.Role == repl.RoleReplica && st.Leader != 0:
 		n.puts[op.id] = op
 		n.w.net.Send(Packet{From: n.idx, To: int(st.Leader - 1), Payload: fwdWrite{origin: n.id, id: op.id, key: op.in.Key, value: op.in.Value}})
+	case !op.in.Put && n.grant.Covers(n.now()):
+		n.readUnderGrant(op) // as the server's request goroutine
 	case !op.in.Put:
 		// The core alone decides whether and when a read is served, as
 		// in the server: it refuses a read it may not serve.

@@ -16,10 +16,12 @@ func (n *node) process() bool {
 	busy := false
 	for n.n != nil && n.n.HasReady() {
 		rd := n.n.Ready()
+		n.narrowGrant(rd.ReadGrant)
 		n.n.Advance()
 		if n.carryOut(&rd) {
 			busy = true
 		}
+		n.widenGrant(rd.ReadGrant)
 	}
 	return busy
 }
