@@ -397,6 +397,12 @@ func TestPairNoSpaceAlarmReplicated(t *testing.T) {
 			t.Fatalf("%s: lease grant under NOSPACE: %v", n.cfg.Name, err)
 		}
 	}
+	// The replica forwards writes only while it holds its primary's read
+	// lease (HasLeader). The solo leader granted none, and the primary's
+	// first granting heartbeat may still be a tick (Lease/8) away when the
+	// quota is already full, so the replica refuses with "no leader". The
+	// lease is this check's precondition, not what it tests: wait for it.
+	waitLease(t, b)
 	if _, err := b.cli.Delete(ctx, "big/000"); err != nil {
 		t.Fatalf("delete under NOSPACE: %v", err)
 	}
