@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dyad-db/dyad/internal/repl"
@@ -122,11 +124,19 @@ func hashAt(t *testing.T, n *node, rev int64) uint32 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := n.cli.HashKV(ctx, n.cli.Endpoints()[0], rev)
-	if err != nil {
-		t.Fatalf("hashkv: %v", err)
+	for {
+		resp, err := n.cli.HashKV(ctx, n.cli.Endpoints()[0], rev)
+		// A node may not yet have applied rev, as an etcd follower: it
+		// answers "future revision" until it has; ask again.
+		if errors.Is(rpctypes.Error(err), rpctypes.ErrFutureRev) && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("hashkv: %v", err)
+		}
+		return resp.Hash
 	}
-	return resp.Hash
 }
 
 func TestPairReplicatesAndFailsOver(t *testing.T) {
