@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dyad-db/dyad/internal/bench/report"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -91,24 +93,10 @@ type Row struct {
 	Err     string `json:"error,omitempty"`
 }
 
-// Dist summarises latencies (nearest-rank percentiles).
-type Dist struct {
-	N             int
-	P50, P99, Max time.Duration
-}
+// Dist summarises durations (report.Dist).
+type Dist = report.Dist
 
-func distOf(ds []time.Duration) Dist {
-	if len(ds) == 0 {
-		return Dist{}
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	at := func(p float64) time.Duration {
-		i := int(p/100*float64(len(s))+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return Dist{N: len(s), P50: at(50), P99: at(99), Max: s[len(s)-1]}
-}
+func distOf(ds []time.Duration) Dist { return report.DistOf(ds) }
 
 // Run loads the objects into t and measures it; the restart comes last.
 // A phase that fails ends the row with its error.
