@@ -19,10 +19,12 @@ import (
 // logs merges. Persisting and applying are separate, as in the engine's
 // next shape: only committed entries are applied.
 
-// meta is the durable hard state: the epoch history and the meta term.
+// meta is the durable hard state: the epoch history, the meta term and
+// the newest term followed.
 type meta struct {
-	epochs []repl.EpochRecord
-	term   uint64
+	epochs   []repl.EpochRecord
+	term     uint64
+	followed uint64
 }
 
 // snapshot is a data file a leader served: its log up to applied, and
@@ -123,7 +125,7 @@ func (n *node) rebuild() {
 
 func (n *node) restartState() repl.RestartState {
 	m := n.disk.Meta
-	st := repl.RestartState{Epochs: append([]repl.EpochRecord(nil), m.epochs...), MaxTerm: m.term, Now: n.now(), Applied: n.applied, Rev: n.rev}
+	st := repl.RestartState{Epochs: append([]repl.EpochRecord(nil), m.epochs...), MaxTerm: m.term, Followed: m.followed, Now: n.now(), Applied: n.applied, Rev: n.rev}
 	if l := n.disk.Len(); l > 0 {
 		e := n.disk.Log()[l-1]
 		st.Last, st.LastEpoch, st.LastSolo = e.Index, e.Epoch, e.Solo
@@ -424,6 +426,7 @@ func (n *node) persist(rd *repl.Ready) {
 	if hs.Term != 0 {
 		m.term = max(m.term, hs.Term)
 	}
+	m.followed = max(m.followed, hs.Followed)
 	if len(hs.Drop) > 0 || len(hs.Put) > 0 {
 		eps := make([]repl.EpochRecord, 0, len(m.epochs)+len(hs.Put))
 		for _, r := range m.epochs {
@@ -588,6 +591,7 @@ func (n *node) install(c repl.SnapshotChunk) {
 		return
 	}
 	snap.meta.term = max(snap.meta.term, n.disk.Meta.term)
+	snap.meta.followed = max(snap.meta.followed, n.disk.Meta.followed)
 	n.disk.Replace(snap.log, snap.meta, snap.applied)
 	n.gen++
 	n.syncing = false
