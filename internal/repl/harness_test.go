@@ -31,12 +31,13 @@ type hnode struct {
 	n    *Node // nil while crashed
 	// opening: the core is made but the driver does not run it yet (it
 	// neither ticks nor takes messages): a slow open of the data file.
-	opening bool
-	runs    uint64
-	log     []Entry // index i+1 at log[i]
-	epochs  []EpochRecord
-	term    uint64
-	lastRun int64 // time of the node's last tick
+	opening  bool
+	runs     uint64
+	log      []Entry // index i+1 at log[i]
+	epochs   []EpochRecord
+	term     uint64
+	followed uint64
+	lastRun  int64 // time of the node's last tick
 	// frozenUntil: the node neither ticks nor takes messages before then.
 	frozenUntil int64
 	fenceErr    error
@@ -145,7 +146,7 @@ func (h *harness) open(x *hnode) {
 	cfg.Lease = hLease
 	cfg.Run = x.id<<32 | x.runs
 	cfg.ReqSeed = x.id<<40 | x.runs<<32
-	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Now: h.now}
+	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Followed: x.followed, Now: h.now}
 	if len(x.log) > 0 {
 		e := x.log[len(x.log)-1]
 		st.Last, st.LastEpoch, st.LastSolo, st.Applied, st.Rev = e.Index, e.Epoch, e.Solo, e.Index, e.Rev
@@ -302,6 +303,7 @@ func (h *harness) persist(x *hnode, rd *Ready) {
 	if hs.Term != 0 {
 		x.term = hs.Term
 	}
+	x.followed = max(x.followed, hs.Followed)
 	for _, d := range hs.Drop {
 		for i, r := range x.epochs {
 			if r.Epoch == d.Epoch {
@@ -342,7 +344,7 @@ func (h *harness) truncate(x *hnode, keep uint64) {
 		}
 	}
 	x.epochs = left
-	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Now: h.now}
+	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Followed: x.followed, Now: h.now}
 	if keep > 0 {
 		e := x.log[keep-1]
 		st.Last, st.LastEpoch, st.LastSolo, st.Applied, st.Rev = e.Index, e.Epoch, e.Solo, e.Index, e.Rev
@@ -374,7 +376,7 @@ func (h *harness) effects(x *hnode, rd *Ready) {
 			x.log = append([]Entry(nil), src.log...)
 			x.epochs = append([]EpochRecord(nil), src.epochs...)
 			x.term = max(x.term, src.term)
-			st := RestartState{Epochs: x.epochs, MaxTerm: x.term, Now: h.now}
+			st := RestartState{Epochs: x.epochs, MaxTerm: x.term, Followed: x.followed, Now: h.now}
 			if len(x.log) > 0 {
 				e := x.log[len(x.log)-1]
 				st.Last, st.LastEpoch, st.LastSolo, st.Applied, st.Rev = e.Index, e.Epoch, e.Solo, e.Index, e.Rev

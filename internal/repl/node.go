@@ -44,6 +44,13 @@ type Node struct {
 	// ledLast: the newest epoch this node knows of is its own (it may
 	// serve alone after a restart).
 	ledLast bool
+	// followed: the newest term of a leader this node followed (durable,
+	// HardState.Followed). A leader that goes synchronous without writing
+	// leaves no record of its epoch in its replica's history, so that
+	// history may still end in the replica's own older solo epoch; an own
+	// last epoch older than followed is no claim to have led last
+	// (simulator seed 9049).
+	followed uint64
 	// holdOff says why this node must not take the lead alone: the peer's
 	// last heartbeat said it does not hear this node ("" : it may).
 	holdOff string
@@ -165,6 +172,9 @@ type Config struct {
 type RestartState struct {
 	Epochs  []EpochRecord
 	MaxTerm uint64 // the highest term persisted (meta term)
+	// Followed is the newest leader's term this node followed, as
+	// persisted from HardState.Followed (0: none).
+	Followed uint64
 	// Last is the last durable log index; LastEpoch and LastSolo are the
 	// epoch and solo flag stored with that entry (zero if none).
 	Last      uint64
@@ -273,16 +283,24 @@ type Ready struct {
 	Protocol *ProtocolStatus
 }
 
-// HardState is the durable protocol state to write: the meta term and
-// the epoch records added and dropped (TrimEpochs).
+// HardState is the durable protocol state to write: the meta term, the
+// epoch records added and dropped (TrimEpochs), and the term followed.
 type HardState struct {
 	Term uint64
 	Put  []EpochRecord
 	Drop []EpochRecord
+	// Followed (not 0): the newest term of a leader this node followed
+	// rose to Followed. It is durable before this node acknowledges
+	// anything to that leader: the epoch history records a leader's
+	// epoch only with its entries, and a node that followed a newer epoch
+	// than its own last one did not lead last (Node.followed).
+	Followed uint64
 }
 
 // IsEmpty reports whether h holds nothing to write.
-func (h *HardState) IsEmpty() bool { return h.Term == 0 && len(h.Put) == 0 && len(h.Drop) == 0 }
+func (h *HardState) IsEmpty() bool {
+	return h.Term == 0 && len(h.Put) == 0 && len(h.Drop) == 0 && h.Followed == 0
+}
 
 // RoleChange describes a role change.
 type RoleChange struct {

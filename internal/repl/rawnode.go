@@ -23,9 +23,9 @@ func NewNode(cfg Config, st RestartState) *Node {
 		cfg: cfg, det: det, now: st.Now, started: st.Now,
 		role:    RoleWaiting,
 		epochs:  append([]EpochRecord(nil), st.Epochs...),
-		maxTerm: max(st.MaxTerm, Last(st.Epochs).Epoch.Term),
-		epoch:   Last(st.Epochs).Epoch,
-		last:    st.Last, persisted: st.Last, applied: st.Applied,
+		maxTerm: max(st.MaxTerm, Last(st.Epochs).Epoch.Term, st.Followed),
+		epoch:   Last(st.Epochs).Epoch, followed: st.Followed,
+		last: st.Last, persisted: st.Last, applied: st.Applied,
 		commit: st.Applied, nextApply: st.Applied + 1, rev: st.Rev,
 		lastEpoch: st.LastEpoch, lastSolo: st.LastSolo,
 		peer:   &Progress{ID: cfg.Peer},
@@ -33,7 +33,9 @@ func NewNode(cfg Config, st RestartState) *Node {
 		reqSeq: cfg.ReqSeed,
 	}
 	last := Last(st.Epochs).Epoch
-	n.ledLast = last.Node == cfg.ID && !last.IsZero()
+	// It led last only if no leader it followed is newer than its own
+	// last epoch (followed).
+	n.ledLast = last.Node == cfg.ID && !last.IsZero() && last.Term >= st.Followed
 	return n
 }
 

@@ -108,6 +108,7 @@ func (n *Node) stepReplica() {
 	fresh := n.peerFresh()
 	if fresh && p.Role.Leads() {
 		n.following = p.Epoch
+		n.noteFollowed(p.Epoch)
 	}
 	n.fetchIfStalled(fresh)
 	if !n.det.PeerDead(n.now) || !n.det.PeerLeaseExpired(n.now) {

@@ -91,6 +91,7 @@ func (n *Node) follow() {
 	n.verified = false
 	n.mergeRev = 0
 	n.following = n.peer.Last.Epoch
+	n.noteFollowed(n.following)
 	n.ledLast = false
 	n.peer.Catchup.Req = 0 // answers to requests made before describe an older peer
 	n.setRole(RoleReplica, "following "+n.following.String())
@@ -160,4 +161,16 @@ func (n *Node) updateCommit() {
 		n.commit = c
 	}
 	n.releaseReads()
+}
+
+// noteFollowed records that this node follows a leader of epoch e: a newer
+// term than any followed before goes into the HardState, durable before
+// anything of this Ready (an acknowledgement, a heartbeat) is sent.
+func (n *Node) noteFollowed(e Epoch) {
+	if e.Term <= n.followed {
+		return
+	}
+	n.followed = e.Term
+	n.maxTerm = max(n.maxTerm, e.Term)
+	n.rd.HardState.Followed = e.Term
 }

@@ -145,6 +145,11 @@ func putHardState(tx storage.WriteTx, hs *repl.HardState) error {
 			return err
 		}
 	}
+	if hs.Followed != 0 {
+		if err := replstore.PutFollowed(tx, hs.Followed); err != nil {
+			return err
+		}
+	}
 	if hs.Term != 0 {
 		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(hs.Term))
 	}

@@ -267,6 +267,7 @@ func (s *Server) restartState() (repl.RestartState, error) {
 			return err
 		}
 		st.Epochs = h
+		st.Followed = replstore.Followed(tx)
 		if s.appliedIdx == 0 {
 			return nil
 		}

@@ -333,9 +333,9 @@ func ForcePrimary(dataDir string) (repl.EpochRecord, error) {
 			return err
 		}
 		term := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaTerm))
-		if t := repl.Last(h).Epoch.Term; t > term {
-			term = t
-		}
+		// Above the newest term it followed too: an older solo epoch
+		// would not count as having led last (repl.HardState.Followed).
+		term = max(term, repl.Last(h).Epoch.Term, replstore.Followed(tx))
 		applied := storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
 		rec = repl.EpochRecord{Epoch: repl.Epoch{Term: term + 1, Node: member}, Start: applied + 1, Solo: true}
 		if err := replstore.PutEpoch(tx, rec); err != nil {

@@ -19,10 +19,12 @@ import (
 // checker sees of it; adapter_ready.go carries out Ready; adapter_disk.go
 // is the durable side.
 
-// meta is the durable hard state: the epoch history and the meta term.
+// meta is the durable hard state: the epoch history, the meta term and
+// the newest term followed.
 type meta struct {
-	epochs []repl.EpochRecord
-	term   uint64
+	epochs   []repl.EpochRecord
+	term     uint64
+	followed uint64
 }
 
 // snapshot is a data file a leader served: its log up to applied, and
@@ -131,7 +133,7 @@ func (n *node) rebuild() {
 
 func (n *node) restartState() repl.RestartState {
 	m := n.disk.Meta
-	st := repl.RestartState{Epochs: append([]repl.EpochRecord(nil), m.epochs...), MaxTerm: m.term, Now: n.now(), Applied: n.applied, Rev: n.rev}
+	st := repl.RestartState{Epochs: append([]repl.EpochRecord(nil), m.epochs...), MaxTerm: m.term, Followed: m.followed, Now: n.now(), Applied: n.applied, Rev: n.rev}
 	if l := n.disk.Len(); l > 0 {
 		e := n.disk.Log()[l-1]
 		st.Last, st.LastEpoch, st.LastSolo = e.Index, e.Epoch, e.Solo

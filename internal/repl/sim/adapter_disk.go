@@ -48,6 +48,7 @@ func (n *node) persist(rd *repl.Ready) {
 	if hs.Term != 0 {
 		m.term = max(m.term, hs.Term)
 	}
+	m.followed = max(m.followed, hs.Followed)
 	if len(hs.Drop) > 0 || len(hs.Put) > 0 {
 		eps := make([]repl.EpochRecord, 0, len(m.epochs)+len(hs.Put))
 		for _, r := range m.epochs {
@@ -151,6 +152,7 @@ func (n *node) install(c repl.SnapshotChunk) {
 		return
 	}
 	snap.meta.term = max(snap.meta.term, n.disk.Meta.term)
+	snap.meta.followed = max(snap.meta.followed, n.disk.Meta.followed)
 	n.disk.Replace(snap.log, snap.meta, snap.applied)
 	n.gen++
 	n.syncing = false
