@@ -2,6 +2,7 @@ package repl
 
 import (
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,20 +54,28 @@ import (
 // Role changes, read states, counters and effects are printed as they
 // happen.
 func TestInteraction(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		if !strings.HasSuffix(path, ".txt") {
-			t.Skip("not a scenario (README.md: the coverage table)")
+	// Every testdata/*.txt is a scenario (README.md beside them is the
+	// coverage table, not a scenario).
+	paths, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scenarios in testdata: %v", err)
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) { runScenario(t, path) })
+	}
+}
+
+// runScenario runs one scenario script on a fresh harness.
+func runScenario(t *testing.T, path string) {
+	h := newHarness()
+	datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+		h.out.Reset()
+		h.command(t, d)
+		for _, v := range h.violations {
+			t.Errorf("%s: invariant violated: %s", d.Pos, v)
 		}
-		h := newHarness()
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			h.out.Reset()
-			h.command(t, d)
-			for _, v := range h.violations {
-				t.Errorf("%s: invariant violated: %s", d.Pos, v)
-			}
-			h.violations = nil
-			return h.out.String()
-		})
+		h.violations = nil
+		return h.out.String()
 	})
 }
 
