@@ -245,7 +245,8 @@ func (n *Net) MaxBatch() int { return n.cfg.Batch }
 // StartBatch implements transport.Batcher: one ReceiveNotify reader per
 // class; on arrival Cyclone's delivery thread only wakes the consumer
 // (Ready), once until the consumer takes, and the consumer's Resume takes
-// every class's waiting messages and offers them to h (pump).
+// the waiting messages of the classes that signalled (or hold a refused
+// batch) and offers them to h (pump).
 func (n *Net) StartBatch(h transport.BatchHandler) error { return n.start(h, true) }
 
 // Ready implements transport.Batcher.
