@@ -159,6 +159,12 @@ func (n *Node) stepHandover(m *Message) {
 // more. It leads synchronously (the old primary follows); after a final
 // hand-over (the old primary stops) it leads alone.
 func (n *Node) takeOver(h Handover) {
+	// The new epoch's term must pass the one handed over: the old
+	// primary follows only a newer term (stepHandedOver). This node may
+	// not have heard that term yet: a primary that just went synchronous
+	// again in a new epoch hands over before any heartbeat names it
+	// (testdata/handover_term.txt).
+	n.maxTerm = max(n.maxTerm, h.Epoch.Term)
 	n.newEpochAt(h.Final, n.last+1)
 	n.det.ForgetPeer()
 	n.tookOver = h.Epoch

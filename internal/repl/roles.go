@@ -71,6 +71,18 @@ func (n *Node) stepWaiting() {
 		if n.peerHearsNow() && n.det.PeerKnowsRun(p) {
 			n.lead("restarted before the replica took over")
 		}
+	case fresh && !n.ledLast && n.peerBehindOwnNewest(p):
+		// This node's newest epoch is its own and the newest of the
+		// pair, yet it does not count as having led last: after a
+		// split the peer yielded to it, while it yielded to the peer
+		// on a stale heartbeat ("keeps leading") and followed an epoch
+		// the peer no longer led. Each then followed or waited for the
+		// other for good (sim seeds 138791, 238564). The guards are
+		// those of the rule above; a waiting peer holds no read lease
+		// (it grants none, so it echoes no run either).
+		if n.peerHearsNow() && (p.Role == RoleWaiting || n.det.PeerKnowsRun(p)) {
+			n.lead("the peer led nothing since this node's newest epoch")
+		}
 	case fresh && p.Role == RoleWaiting:
 		// Cold start of both: the one that led last leads; a fresh pair
 		// is started by the bootstrap node.
@@ -85,6 +97,26 @@ func (n *Node) stepWaiting() {
 	case !fresh && waited && n.holdOff == "" && n.thawed == 0 && (n.ledLastAlone() || n.cfg.Bootstrap && n.persisted == 0 && len(n.epochs) == 0):
 		n.lead("peer absent; this node led last")
 	}
+}
+
+// peerBehindOwnNewest reports whether this node's newest epoch is one of
+// its own that neither node knows a newer term than, and the peer, by
+// heartbeat p, led nothing since: it follows that epoch, or waits with an
+// older epoch of its own and does not claim to have led last. The peer
+// then holds no write acknowledged after that epoch began, and this node
+// holds that epoch's log.
+func (n *Node) peerBehindOwnNewest(p *Heartbeat) bool {
+	l := Last(n.epochs).Epoch
+	if l.Node != n.cfg.ID || n.maxTerm != l.Term || p.MaxTerm != l.Term {
+		return false
+	}
+	switch p.Role {
+	case RoleReplica:
+		return p.Epoch == l
+	case RoleWaiting:
+		return !p.LedLast && (p.Epoch == l || p.Epoch.Term < l.Term)
+	}
+	return false
 }
 
 // ledLastAlone reports whether this node's newest epoch is a solo epoch

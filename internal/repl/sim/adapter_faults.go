@@ -22,7 +22,7 @@ func (n *node) handOver(final bool) {
 	n.w.tracef("node %d hands over (final %v): %v", n.idx, final, err)
 	if final {
 		if err != nil {
-			n.stop(false)
+			n.storageStop()
 			return
 		}
 		n.finalHandover = true
@@ -31,7 +31,7 @@ func (n *node) handOver(final bool) {
 		gen := n.gen
 		n.w.q.After(3*int64(n.w.cfg.Lease), func() {
 			if n.gen == gen && n.n != nil {
-				n.stop(false)
+				n.storageStop()
 			}
 		})
 	}
@@ -82,9 +82,24 @@ func (n *node) checkRoleChange(rc *repl.RoleChange) {
 		gen := n.gen
 		n.w.q.After(0, func() {
 			if n.gen == gen && n.n != nil {
-				n.stop(false)
+				n.storageStop()
 			}
 		})
+	}
+}
+
+// storageStop stops a node whose storage failed (a final hand-over).
+// Once the faults have ended (World.healed) the failure is repaired like
+// every other fault: the node restarts from its disk at once, as
+// OPERATIONS.md tells the operator to (fix the disk, restart the node;
+// it rejoins). Without this a stop scheduled before the end but due after
+// it would leave the node down through the settle phase, which no fault
+// schedule intends.
+func (n *node) storageStop() {
+	n.stop(false)
+	if n.w.healed {
+		n.w.tracef("node %d: its storage is repaired; it restarts", n.idx)
+		n.restart(false)
 	}
 }
 
