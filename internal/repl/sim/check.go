@@ -270,13 +270,16 @@ func (c *Checker) Visible(node int, rev int64) {
 // before call. Only a leader may miss writes after a two-way partition
 // (both sides serve apart); a replica serves only under a read lease that
 // the other side's leader waited out, so its reads are always judged at
-// once.
+// once. A write already kept as a conflict record is no longer part of the
+// history (the side that wrote it lost the split brain and gave it up,
+// docs/ARCHITECTURE.md "Split brain"): a read after the merge rightly
+// misses it.
 func (c *Checker) Read(node int, leads bool, key string, call int64, out Output) {
 	for _, a := range c.byKey[key] {
 		if a.at >= call {
 			break
 		}
-		if (!out.Found || out.ModRev < a.rev) && !c.secondFault(a) {
+		if (!out.Found || out.ModRev < a.rev) && !c.secondFault(a) && !c.conflict[a.id] {
 			if !leads {
 				c.Fail("stale-read", "replica %d read %s at mod revision %d (found %v), but write %d (revision %d) was acknowledged at %.3fs, before the read began at %.3fs",
 					node, key, out.ModRev, out.Found, a.id, a.rev, float64(a.at)/1e9, float64(call)/1e9)

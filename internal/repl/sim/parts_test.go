@@ -232,6 +232,24 @@ func TestCheckerCatchesViolations(t *testing.T) {
 	if f := c.Failed(); f == nil || f.Kind != "lost-write" {
 		t.Fatalf("a write lost after a partition, without a conflict record: %v", f)
 	}
+	// A replica's read after the merge misses a write that the losing
+	// side acknowledged alone and kept as a conflict record; it still
+	// must not miss one that is not.
+	c = NewChecker(2, clock)
+	c.TwoWayCut()
+	now = 10
+	c.Ack(1, 8, 2, "k", 2, EpochID{Term: 3, Node: 2}, true)
+	c.Ack(1, 9, 3, "j", 3, EpochID{Term: 3, Node: 2}, true)
+	c.Conflict(1, 8)
+	now = 20
+	c.Read(1, false, "k", 15, Output{Rev: 4})
+	if f := c.Failed(); f != nil {
+		t.Fatalf("a read missing a write kept as a conflict record: %v", f)
+	}
+	c.Read(1, false, "j", 15, Output{Rev: 4})
+	if f := c.Failed(); f == nil || f.Kind != "stale-read" {
+		t.Fatalf("a replica's read missing a write that is no conflict record: %v", f)
+	}
 }
 
 // TestClockRateChangeAndBound: a rate change keeps the reading continuous
