@@ -60,6 +60,11 @@ type Detector struct {
 	// (LapsedFrozen).
 	lapsedFrozen        bool
 	frozeFrom, thawedAt int64
+	// deafFrom is peerSeen when this node last stalled (a Tick gap over
+	// Lease/4) already reporting the peer's silence as deafness (over
+	// Lease/2, Silence); 0: none. While no newer heartbeat is heard
+	// (peerSeen == deafFrom), stalls do not restart that count.
+	deafFrom int64
 }
 
 // NewDetector returns a detector for the run run (random, never 0: see
@@ -76,6 +81,9 @@ func NewDetector(lease, drift time.Duration, run uint64, now int64) *Detector {
 func (d *Detector) Tick(now int64) (gap int64) {
 	gap = now - d.lastTick
 	if gap > int64(d.Lease/4) {
+		if d.peerSeen != 0 && d.Silence(d.lastTick) > d.Lease/2 {
+			d.deafFrom = d.peerSeen
+		}
 		d.runningSince = now
 		if gap >= int64(d.FreezeGraceFrom) {
 			d.graceUntil = now + int64(d.FreezeGrace)
@@ -214,13 +222,29 @@ func (d *Detector) HeardAgo(now int64) time.Duration {
 }
 
 // Silence is how long the peer has been silent on this node's own running
-// time (what PeerDead compares with Lease), for the HeardAgo of an outgoing
-// heartbeat; -1: never heard.
+// time, for the HeardAgo of an outgoing heartbeat; -1: never heard. A
+// stall of this node (a Tick gap) restarts the count, as it does for
+// PeerDead, unless the count had already passed Lease/2 when the stall
+// began: the heartbeats sent before it then told the peer that this node
+// does not hear it (PeerDeaf), and the stall has not changed that. Restarted
+// at the thaw, it said "heard a moment ago" to a primary holding off for
+// this node, which led again while this node went on to take over (sim
+// seed 9049, freeze_heardago).
+//
+// The rule looks only at what this node reported before the stall, not at
+// when it last heard the peer: a replica whose loop is stalled again and
+// again on a slow fsync takes its peer's heartbeats late (they queue behind
+// entries), so its newest one may be long past, yet between stalls it never
+// ran Lease/2 without one; it still hears the peer, and reporting the raw
+// silence made its primary wait for a takeover that never came.
 func (d *Detector) Silence(now int64) time.Duration {
 	if d.peerSeen == 0 {
 		return -1
 	}
 	since := max(d.peerSeen, d.runningSince)
+	if d.deafFrom == d.peerSeen {
+		since = d.peerSeen
+	}
 	return time.Duration(now - since)
 }
 

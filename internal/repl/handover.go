@@ -104,6 +104,18 @@ func (n *Node) answerHandover(h *handoverState, err error) {
 // peer leads a newer epoch; it leads again only if the peer refused and
 // its read lease from this node expired. A heartbeat saying "replica" may
 // predate the hand-over, so it is never taken as a refusal.
+//
+// A peer that falls silent does not end the wait: the caller is answered
+// (the replica is no live synchronous one), but the hand-over stays sent,
+// and repeated every lease, until the peer answers it (every run of it
+// does: stepHandover) or leads. A frozen replica takes it at its thaw,
+// having just sent a heartbeat saying "replica"; a node that went back to
+// the ordinary rules on the silence led again on that heartbeat
+// ("restarted before the replica took over") while the replica took over
+// in an epoch of the same term, and a split brain was made up without any
+// cut (sim seed 232566, handover_frozen_replica). A replica that never
+// comes back leaves this node waiting, as the ordinary rules did: it led
+// a synchronous epoch last (ledLastAlone).
 func (n *Node) stepHandedOver() {
 	h := n.handover
 	p := &n.peer.Last
@@ -114,9 +126,9 @@ func (n *Node) stepHandedOver() {
 	case h.refused && n.det.PeerLeaseExpired(n.now):
 		n.endHandover(ErrNotSynchronous)
 		n.lead("the replica refused the hand-over")
-	case n.det.PeerDead(n.now):
-		// The ordinary rules decide from here.
-		n.endHandover(ErrNotSynchronous)
+	case n.det.PeerDead(n.now) && !h.answered:
+		n.answerHandover(h, ErrNotSynchronous)
+		n.handoffUntil = 0
 	}
 }
 

@@ -36,6 +36,14 @@ func (n *node) handOver(final bool) {
 		})
 	}
 	n.process()
+	if final && n.n != nil && !n.n.HandingOver() {
+		// A planned hand-over already sent became final: nothing is left
+		// to send, and the server stops as soon as HandingOver turns
+		// false. Left running, this node went back to the role rules and
+		// led on its replica's "replica" heartbeat while the replica took
+		// the hand-over at its thaw (seed 228476).
+		n.stop(false)
+	}
 }
 
 // runFence runs the fence command Ready.Fence asked for: it ends after

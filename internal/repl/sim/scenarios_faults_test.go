@@ -71,6 +71,26 @@ func TestScenarioFinalHandover(t *testing.T) {
 	}
 }
 
+// TestScenarioHandoverMadeFinal: a planned hand-over is sent to a frozen
+// replica, then the primary's storage fails (a final hand-over during the
+// one under way). Nothing is left to send, so the node stops at once; it
+// never leads again, and the replica takes the hand-over at its thaw.
+func TestScenarioHandoverMadeFinal(t *testing.T) {
+	s := Script{Seed: 6, PPM: []int64{0, 0}}
+	s.Faults = []Fault{
+		{At: 6 * sec, Kind: FaultFreeze, Node: 1, D: 2 * sec},
+		{At: 6*sec + sec/20, Kind: FaultHandover, Node: 0},
+		{At: 6*sec + sec/10, Kind: FaultHandover, Node: 0, Peer: 1},
+	}
+	r := runScenario(t, s)
+	if leadsBetween(r, 0, 6*sec, int64(scenarioCfg.Duration)) {
+		t.Fatalf("the node whose storage failed led again; roles: %+v", r.Roles)
+	}
+	if e, ok := firstRole(r, 1, "primary", 6*sec); !ok || !strings.Contains(e.Reason, "handed its role over") {
+		t.Fatalf("the replica did not take the hand-over at its thaw (%+v, %v); roles: %+v", e, ok, r.Roles)
+	}
+}
+
 // TestScenarioFenceFails: the primary crashes and the replica's fence
 // command fails: the replica waits (it never leads while the faults
 // last), and leads only once everything heals.
