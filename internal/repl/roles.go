@@ -226,7 +226,14 @@ func (n *Node) stepSolo() {
 	// split. Yielding to it made both nodes step down at once and follow
 	// each other's epochs, two replicas with no primary
 	// (testdata/oneway.txt).
-	if fresh && p.Role.Leads() && !(p.Role == RolePrimary && p.Epoch.Term < n.epoch.Term) {
+	//
+	// A peer that says it leads an epoch this node took over from it by a
+	// hand-over, or an older one, speaks from before the hand-over: the
+	// last heartbeat heard before it (or one overtaken by the hand-over on
+	// the way) is no split. Taking it for one made a node that took over
+	// after a final hand-over yield to its stopped peer and lose the
+	// writes it acknowledged alone (sim seed 245995).
+	if fresh && p.Role.Leads() && !(p.Role == RolePrimary && p.Epoch.Term < n.epoch.Term) && !n.handedOverBy(p) {
 		n.splitLeaders()
 		return
 	}
@@ -396,4 +403,12 @@ func (n *Node) wroteAlone() bool {
 // yieldsTo applies YieldAfterSplit between this node and a leading peer.
 func (n *Node) yieldsTo(p *Heartbeat) bool {
 	return YieldAfterSplit(n.wroteAlone(), p.WroteSolo(), n.cfg.Preferred)
+}
+
+// handedOverBy reports whether the leading peer's heartbeat p predates a
+// hand-over this node took from it: it names the epoch handed over or an
+// older one. Every epoch the peer leads after that has a newer term.
+func (n *Node) handedOverBy(p *Heartbeat) bool {
+	t := n.tookOver
+	return t != (Epoch{}) && p.Epoch.Node == t.Node && !t.Less(p.Epoch)
 }
