@@ -90,6 +90,11 @@ func (d *Detector) Tick(now int64) (gap int64) {
 		}
 		if gap > int64(d.Lease/2) {
 			d.frozeFrom, d.thawedAt = d.lastTick, now
+			// No lease held when the freeze began, though the peer
+			// was heard just before (LapsedFrozen).
+			if d.leaseUntil <= d.frozeFrom && d.peerSeen != 0 && d.frozeFrom-d.peerSeen <= int64(d.Lease/2) {
+				d.lapsedFrozen = true
+			}
 			d.noteLapse()
 		}
 	}
@@ -164,11 +169,16 @@ func (d *Detector) noteLapse() {
 // Heartbeats heard at the thaw prove nothing: they may have waited out
 // the freeze in transit (their grants then end before the thaw).
 //
+// A freeze that began while this node held no lease at all, though it
+// had heard the peer within Lease/2 before (a lease not granted yet: the
+// primary went synchronous moments before), counts alike: its reports
+// said it heard the peer, so they gave the peer no reason to hold off.
+//
 // Shorter stalls, common on a loaded machine, and freezes that begin
-// after the lease has ended (this node was running when it lapsed, and
-// its reports went out) do not count: holding a replica back for them
-// would turn the failover of a single fault into a wait for the
-// operator.
+// after the lease has ended while the peer was not heard (this node was
+// running when it lapsed, and its reports of not hearing the peer went
+// out) do not count: holding a replica back for them would turn the
+// failover of a single fault into a wait for the operator.
 func (d *Detector) LapsedFrozen() bool { return d.lapsedFrozen }
 
 // endRun records that the peer's run has ended.
