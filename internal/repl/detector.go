@@ -260,18 +260,20 @@ func (d *Detector) Silence(now int64) time.Duration {
 
 // PeerDeaf reports whether the heartbeat h, received at now, says that the
 // peer has not heard this node for over Lease/2 although this node ran
-// without a freeze all that time (so it sent heartbeats): the link from
-// this node to the peer is failing, and the peer is about to declare it
-// dead. A freeze of this node within that time explains the silence, so
-// it is not counted.
+// without a freeze for over Lease/2 of that time (so it sent heartbeats
+// the peer did not hear): the link from this node to the peer is
+// failing, and the peer is about to declare it dead. A freeze of this
+// node explains the silence only up to its end: a short stall early in a
+// long silence does not (sim seed 267933: it did, the primary went solo
+// beside a replica that had long reported not hearing it and promoted).
 func (d *Detector) PeerDeaf(h *Heartbeat, now int64) bool {
 	if h.Hears(d.Lease / 2) {
 		return false
 	}
-	if h.HeardAgo < 0 { // never: deaf once this node has sent for Lease/2
-		return now-d.runningSince > int64(d.Lease/2)
-	}
-	return d.runningSince <= now-int64(h.HeardAgo)
+	// Since HeardAgo > Lease/2, the running part of the silence is over
+	// Lease/2 exactly when this node has run for that long (or for
+	// ever, never heard).
+	return now-d.runningSince > int64(d.Lease/2)
 }
 
 // RunningSince is the start of this node's current uninterrupted run:

@@ -306,7 +306,7 @@ func TestHandoverRoundTrip(t *testing.T) {
 
 // TestDetectorPeerDeaf: a peer that reports not hearing this node for over
 // Lease/2 is deaf to it, unless a freeze of this node within that time
-// explains the silence; a peer that never heard it is deaf once this node
+// explains the silence (all of it but Lease/2 at most); a peer that never heard it is deaf once this node
 // has run for Lease/2.
 func TestDetectorPeerDeaf(t *testing.T) {
 	L := time.Second
@@ -322,6 +322,8 @@ func TestDetectorPeerDeaf(t *testing.T) {
 		{"a full lease", 10 * L, L, true},
 		{"this node froze within the silence", 300 * time.Millisecond, L, false},
 		{"this node froze before the silence", L, 800 * time.Millisecond, true},
+		{"a short freeze early in a long silence", 3 * L, 4 * L, true},
+		{"this node ran for only Lease/2 since its freeze", L / 2, 4 * L, false},
 		{"never heard, this node just started", L / 4, -1, false},
 		{"never heard, this node sent for a while", L, -1, true},
 	} {
