@@ -161,6 +161,15 @@ func (n *Node) stepReplica() {
 		n.setRole(RoleWaiting, "the primary withheld this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
 		return
 	}
+	if p.Role == RoleWaiting && p.LedLast {
+		// The primary restarted: it led last and may lead alone again
+		// ("restarted before the replica took over") as soon as it
+		// saw this node hear it, which this node cannot tell from
+		// here; its silence may be a cut of the primary -> replica
+		// direction just after it did (sim seeds 106626, 263153).
+		n.setRole(RoleWaiting, "the primary restarted and may lead alone since: waiting for it (or dyad force-primary)")
+		return
+	}
 	if n.det.LapsedFrozen() {
 		// This node was frozen past the end of its read lease: the
 		// primary may have found it silent and gone solo, legitimately,
