@@ -214,6 +214,14 @@ func (d *Detector) PeerLeft() { d.endRun(d.peerRun) }
 // from an earlier run of this node.
 func (d *Detector) PeerKnowsRun(h *Heartbeat) bool { return h.EchoRun == d.Run && h.Echo > 0 }
 
+// LeaseNotRenewed reports whether the newest peer heartbeat arrived
+// after the lease this node held from the peer had ended, without
+// renewing it: the peer had heard nothing from this node for a lease (or
+// echoed nothing new). 0 leases (none held yet, or forgotten) do not count.
+func (d *Detector) LeaseNotRenewed() bool {
+	return d.leaseUntil != 0 && d.peerSeen > d.leaseUntil
+}
+
 // HoldsLease reports whether the peer's echoes still vouch for this node.
 func (d *Detector) HoldsLease(now int64) bool { return now < d.leaseUntil }
 

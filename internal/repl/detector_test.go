@@ -171,3 +171,31 @@ func TestDetectorLapsedFrozenUngranted(t *testing.T) {
 		})
 	}
 }
+
+// TestDetectorLeaseNotRenewed: a peer heartbeat that arrives after the
+// lease this node held has ended, echoing no newer send time, leaves the
+// lease not renewed until a grant renews it; with no lease held it does
+// not count.
+func TestDetectorLeaseNotRenewed(t *testing.T) {
+	const L = int64(time.Second)
+	const self, peer = 0x5e1f, 0x9ee7
+	d := NewDetector(time.Second, 0, self, 1)
+	d.Heard(&Heartbeat{Run: peer, SentAt: 1}, 2) // no grant yet
+	if d.LeaseNotRenewed() {
+		t.Fatal("no lease held, yet not renewed")
+	}
+	own, _ := d.Outgoing(3)
+	d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 2, Echo: own}, 4) // lease until 3+L
+	if d.LeaseNotRenewed() {
+		t.Fatal("a fresh grant counts as not renewed")
+	}
+	d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 3, Echo: own}, 3+L+1) // the same echo, after the lease
+	if !d.LeaseNotRenewed() {
+		t.Fatal("a heartbeat after the lease's end that renews nothing goes unnoticed")
+	}
+	newer, _ := d.Outgoing(3 + L + 2)
+	d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 4, Echo: newer}, 3+L+3)
+	if d.LeaseNotRenewed() {
+		t.Fatal("a renewed lease still counts as not renewed")
+	}
+}

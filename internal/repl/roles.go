@@ -179,6 +179,17 @@ func (n *Node) stepReplica() {
 		n.setRole(RoleWaiting, "this node was frozen past its read lease, and the primary may have led alone since: waiting for it (or dyad force-primary)")
 		return
 	}
+	if p.Role == RolePrimary && n.det.LeaseNotRenewed() {
+		// The primary's newest heartbeat came after this node's read
+		// lease had ended and did not renew it: the primary had heard
+		// nothing from this node for a lease (a cut of the replica ->
+		// primary direction, found too soon after a freeze of this node
+		// for its reports to say so) and goes solo on that, without
+		// holding off. Its silence since proves nothing (sim seed
+		// 326402).
+		n.setRole(RoleWaiting, "the primary stopped renewing this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
+		return
+	}
 	// Only a synchronous replica may take over: one that was catching up
 	// from a solo primary lacks acknowledged writes.
 	syncHB := p.Role == RolePrimary && n.persisted+1 >= p.EpochStart
