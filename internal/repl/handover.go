@@ -16,6 +16,10 @@ type handoverState struct {
 	lastSend int64
 	refused  bool
 	answered bool
+	// peerRun: the peer's run when the hand-over began. A later run of
+	// the peer cannot take it (it starts waiting, never as this node's
+	// replica), so hearing one ends a hand-over the peer fell silent on.
+	peerRun uint64
 }
 
 // Handover starts handing the primary role to the replica (final: this
@@ -34,7 +38,7 @@ func (n *Node) Handover(final bool) error {
 	if n.role != RolePrimary || !n.peerFresh() {
 		return ErrNotSynchronous
 	}
-	n.handover = &handoverState{final: final, deadline: n.now + int64(n.cfg.AckTimeout)}
+	n.handover = &handoverState{final: final, deadline: n.now + int64(n.cfg.AckTimeout), peerRun: n.peer.Last.Run}
 	n.handoffUntil = n.now + int64(n.cfg.AckTimeout+4*n.cfg.Lease)
 	n.progressHandover()
 	return nil
@@ -115,7 +119,10 @@ func (n *Node) answerHandover(h *handoverState, err error) {
 // in an epoch of the same term, and a split brain was made up without any
 // cut (sim seed 232566, handover_frozen_replica). A replica that never
 // comes back leaves this node waiting, as the ordinary rules did: it led
-// a synchronous epoch last (ledLastAlone).
+// a synchronous epoch last (ledLastAlone). One that comes back in a new
+// run ends the wait: that run refuses the hand-over, but the repeats may
+// not reach it, and the ordinary rules decide from there
+// (handover_lapsed).
 func (n *Node) stepHandedOver() {
 	h := n.handover
 	p := &n.peer.Last
@@ -126,6 +133,8 @@ func (n *Node) stepHandedOver() {
 	case h.refused && n.det.PeerLeaseExpired(n.now):
 		n.endHandover(ErrNotSynchronous)
 		n.lead("the replica refused the hand-over")
+	case h.answered && n.peerFresh() && p.Run != 0 && p.Run != h.peerRun:
+		n.endHandover(ErrNotSynchronous)
 	case n.det.PeerDead(n.now) && !h.answered:
 		n.answerHandover(h, ErrNotSynchronous)
 		n.handoffUntil = 0
