@@ -154,6 +154,11 @@ func (h *Hub) notifyLocked(from, rev int64, evs []mvccpb.Event) {
 	h.retryDeferredLocked()
 }
 
+// maxPendingCap bounds the scratch capacity a watcher keeps between writes
+// (watcher.pending): a write of up to that many events for one watcher
+// allocates no index list.
+const maxPendingCap = 64
+
 // deliverLocked queues the events of revisions prev+1..rev on every synced
 // watcher that wants them, one response per watcher. It runs on the
 // writer's path: it reuses the hub's scratch slices and allocates, per
@@ -181,6 +186,11 @@ func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
 	for _, w := range order {
 		idx := w.pending
 		w.pending = w.pending[:0]
+		if cap(idx) > maxPendingCap {
+			// A large transaction: do not keep its capacity on the
+			// watcher for good.
+			w.pending = nil
+		}
 		out := make([]*mvccpb.Event, len(idx))
 		for j, i := range idx {
 			if w.prevKV || evs[i].PrevKv == nil {
