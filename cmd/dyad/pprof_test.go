@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,8 @@ func TestOpsHandlerPprof(t *testing.T) {
 		{"disabled", false, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(-1))
+			defer runtime.SetBlockProfileRate(0)
 			h := opsHandler(nil, prometheus.NewRegistry(), tc.pprof)
 			for _, p := range paths {
 				rec := httptest.NewRecorder()
@@ -30,5 +33,17 @@ func TestOpsHandlerPprof(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPprofSamplesContention checks that serving pprof turns on the mutex
+// profile's sampling, without which /debug/pprof/mutex is always empty.
+func TestPprofSamplesContention(t *testing.T) {
+	prev := runtime.SetMutexProfileFraction(0)
+	defer runtime.SetMutexProfileFraction(prev)
+	defer runtime.SetBlockProfileRate(0)
+	opsHandler(nil, prometheus.NewRegistry(), true)
+	if got := runtime.SetMutexProfileFraction(-1); got != mutexSampling {
+		t.Fatalf("mutex profile fraction %d with pprof served, want %d", got, mutexSampling)
 	}
 }

@@ -120,7 +120,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
 	fl.BoolVar(&f.printDDSConfig, "print-dds-config", false, "Print the Cyclone DDS XML configuration these flags give the pair's replication (the same text the node passes to Cyclone), and exit without opening the data dir or any socket. Needs a two-member --initial-cluster.")
-	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines, mutex and block contention) under /debug/pprof/ on the client, client HTTP and metrics URLs, as etcd does. Off by default: a profile shows the process's internals and costs CPU while it runs, so enable it only where those listeners are trusted.")
+	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines, and sampled mutex and block contention) under /debug/pprof/ on the client, client HTTP and metrics URLs, as etcd does. Off by default: a profile shows the process's internals and costs CPU while it runs, so enable it only where those listeners are trusted.")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long a primary may take to hand its role to a live replica, and then how long in-flight requests may finish before connections are closed.")
 	f.cluster.register(fl)
 	f.compat.register(fl)
