@@ -78,7 +78,9 @@ type WriteStamp struct {
 	// Call is the cgo call seen from Go: from just before it to just
 	// after it returned (entry, the C-side stamps and dds_write).
 	Call time.Duration
-	// Write is dds_write's wall time, stamped in C on the calling thread.
+	// Write is dds_write's wall time, stamped in C on the calling
+	// thread; the getrusage and CPU-clock reads of the stamping lie
+	// inside it (StampCost), the wall clock's own reads outside.
 	Write time.Duration
 	// CPU is the calling thread's CPU time inside dds_write: Cyclone's
 	// serialisation and send and the kernel's work in the thread's
