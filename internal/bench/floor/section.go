@@ -123,7 +123,7 @@ func ratio(a, b time.Duration) string {
 // putHeader is the put table's header; the reference's column only when
 // the run has one.
 func (r *Result) putHeader() []string {
-	h := []string{"system", "layout", "put p50", "put p99", "p50 ÷ floor", "p99 ÷ floor"}
+	h := []string{"system", "floor's layout", "put p50", "put p99", "p50 ÷ floor", "p99 ÷ floor"}
 	if r.RefName != "" {
 		h = append(h, "p50 ÷ floor with "+r.RefName)
 	}
