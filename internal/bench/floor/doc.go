@@ -6,7 +6,7 @@
 // a multiple of it.
 //
 // What it owns: the fdatasync sampler (Sync), the loop over the zone
-// layouts whose round trip is measured (Bench), and the report section
+// layouts whose round trip is measured (Config.Run), and the report section
 // that shows the floor's parts and each system's put latency at one
 // client divided by the floor of its layout (Result).
 //

@@ -67,9 +67,20 @@ func (r *Result) RefFloor(l Layout) (d time.Duration, ok bool) {
 
 // Put is one system's put latency at one client, in one layout.
 type Put struct {
-	System   string
+	System string // the target's name (dyad-pair, etcd-3@2ms, ...)
+	// Delayed marks a row of the delay profile rather than of the
+	// request matrix.
+	Delayed  bool
 	Layout   Layout
 	P50, P99 time.Duration
+}
+
+// name is how the tables show p.
+func (p Put) name() string {
+	if p.Delayed {
+		return p.System + " (delay profile)"
+	}
+	return p.System
 }
 
 // Puts lists the put latencies at one client of rep: every target of the
@@ -85,7 +96,7 @@ func Puts(rep *report.Report) []Put {
 	if d, ok := rep.Extras[twozone.ProfileDelay].(*twozone.DelayResult); ok {
 		for _, row := range d.Rows {
 			if row.Err == "" && row.One.Ops > 0 {
-				out = append(out, Put{System: fmt.Sprintf("%s@%v (delay profile)", row.System, row.Delay),
+				out = append(out, Put{System: fmt.Sprintf("%s@%v", row.System, row.Delay), Delayed: true,
 					Layout: Shaped(row.Delay), P50: us(row.One.P50US), P99: us(row.One.P99US)})
 			}
 		}
@@ -102,10 +113,9 @@ const baseline = "etcd-3"
 
 // baseOf finds p's baseline in puts.
 func baseOf(p Put, puts []Put) (Put, bool) {
-	delayRow := strings.HasSuffix(p.System, "(delay profile)")
 	for _, q := range puts {
 		sys, _, _ := strings.Cut(q.System, "@")
-		if sys == baseline && q.Layout == p.Layout && strings.HasSuffix(q.System, "(delay profile)") == delayRow {
+		if sys == baseline && q.Layout == p.Layout && q.Delayed == p.Delayed {
 			return q, true
 		}
 	}
@@ -140,10 +150,10 @@ func (r *Result) putCells(puts []Put) [][]string {
 			sync = r.Sync.P50
 		}
 		vsBase := "—"
-		if b, ok := baseOf(p, puts); ok && b.System != p.System {
+		if b, ok := baseOf(p, puts); ok && b != p {
 			vsBase = ratio(p.P50, b.P50)
 		}
-		row := []string{p.System, p.Layout.String(), fmtDur(p.P50), fmtDur(p.P99), ratio(p.P50, floor), ratio(p.P99, floor)}
+		row := []string{p.name(), p.Layout.String(), fmtDur(p.P50), fmtDur(p.P99), ratio(p.P50, floor), ratio(p.P99, floor)}
 		if r.RefName != "" {
 			ref, _ := r.RefFloor(p.Layout)
 			row = append(row, ratio(p.P50, ref))
