@@ -96,7 +96,8 @@ zone layout of the run (the veth, and each delay through the shaper). The
 report's "Write floor" section gives the parts, floor = fdatasync p50 +
 round trip p50, and every put p50 and p99 at 1 client divided by the floor
 of its layout. With Cyclone's ddsperf on PATH, its round trip in the same
-namespaces is shown beside it for reference, and the floor it would give. It takes a few seconds per layout; --no-floor skips it.
+namespaces is shown beside it for reference, and the floor it would give.
+It takes a few seconds per layout; --no-floor skips it.
 
 The k8s and phases keys live under /registry/bench.dyad.io/dyad-bench/, the
 raw ones under dyad-bench/. An operation a target does not implement is
