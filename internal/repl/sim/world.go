@@ -105,6 +105,8 @@ type Result struct {
 	// Truth is what the settled leader's log says each put did, for a
 	// run porcupine judged (settle.go); nil otherwise.
 	Truth Truth
+	// Checking is the wall time porcupine took to judge the history.
+	Checking time.Duration
 	// Roles is every role change, in order.
 	Roles []RoleEvent
 	// Heard is, per listener (Config.Listeners), the packets it heard
@@ -176,6 +178,9 @@ type World struct {
 	apart bool
 	// truth is the settled leader's log, when porcupine judged the run.
 	truth Truth
+	// checking is the wall time the porcupine check took (not a Stat:
+	// Stats are a pure function of the seed).
+	checking time.Duration
 }
 
 // Run runs script under cfg and returns its result.
@@ -224,7 +229,7 @@ func Run(s Script, cfg Config) Result {
 			w.settled()
 		}
 	}
-	r := Result{Stats: w.stats, Failure: w.check.Failed(), Trace: w.trace, History: w.hist.ops, Truth: w.truth, Roles: w.roles}
+	r := Result{Stats: w.stats, Failure: w.check.Failed(), Trace: w.trace, History: w.hist.ops, Truth: w.truth, Checking: w.checking, Roles: w.roles}
 	r.Runs, r.Conflicts = 1, w.check.Conflicts
 	for _, l := range w.listeners {
 		r.Heard = append(r.Heard, l.heard)
@@ -268,7 +273,10 @@ func (w *World) settled() {
 				w.truth = w.nodes[i].truth()
 			}
 		}
-		if kind, why := w.hist.CheckSettled(w.truth, w.cfg.Porcupine); kind != "" {
+		start := time.Now()
+		kind, why := w.hist.CheckSettled(w.truth, w.cfg.Porcupine)
+		w.checking = time.Since(start)
+		if kind != "" {
 			w.check.Fail(kind, "%s", why)
 			return
 		}
