@@ -33,6 +33,9 @@ import (
 //	                      even across crashes, ...
 //	release a->b          ... and deliver them now
 //	freeze a 2s           a neither ticks nor takes messages for 2 s
+//	unsynced a            a's entries are written but not synced (its
+//	                      messages go out; a crash loses them) ...
+//	sync a                ... until this syncs and reports them
 //	propose a k=v         propose an entry on a (prints an error if refused)
 //	read a 7              register linearizable read 7 on a
 //	read a 7 grant        serve it under a's published read grant if
@@ -194,6 +197,11 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 	case "freeze":
 		x := h.node(arg(0))
 		x.frozenUntil = h.now + int64(dur(arg(1)))
+	case "unsynced":
+		h.node(arg(0)).holdSync = true
+	case "sync":
+		h.sync(h.node(arg(0)))
+		h.deliver()
 	case "propose":
 		x := h.node(arg(0))
 		if err := h.propose(x, arg(1)); err != nil {
