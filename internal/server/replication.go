@@ -71,6 +71,14 @@ type replState struct {
 	dedup    *dedup
 	// fromCatchup: the entries of the next Ready came in a catch-up answer.
 	fromCatchup bool
+	// unshown: entries applied here as the replica that the commit index
+	// does not cover yet (unshown.go).
+	unshown []unshown
+	// flushing is the last index of the leader's own batch whose
+	// transaction is open (leadBatch): its entries went to the replica
+	// before their flush, and persistReady must not write them again.
+	// Zero outside that window.
+	flushing uint64
 
 	// snap is the snapshot being received (nil: none); conflictSet the
 	// conflict record of the split brain this node lost and has not yet
