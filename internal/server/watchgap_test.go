@@ -38,6 +38,15 @@ func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 	waitRole(t, b, repl.RoleReplica)
 	base := put(t, a.cli, "k", "V")
 	held := a.srv.Status(context.Background()).RaftAppliedIndex // V's entry
+	// The replica shows V once the primary's commit index reaches it,
+	// just after the primary acknowledged it.
+	deadline := time.Now().Add(20 * testLease)
+	for v, _ := serializable(t, b, "k"); v != "V"; v, _ = serializable(t, b, "k") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never showed V")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
@@ -53,7 +62,7 @@ func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 		_, err := a.cli.Put(ctx, "k", "W")
 		putDone <- err
 	}()
-	deadline := time.Now().Add(20 * testLease)
+	deadline = time.Now().Add(20 * testLease)
 	for b.srv.Status(context.Background()).RaftAppliedIndex <= held {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica never applied W")
