@@ -56,7 +56,6 @@ func ignoredEtcdFlags() []ignoredFlag {
 		{name: "logger", reason: logs},
 		{name: "log-outputs", reason: logs},
 		{name: "metrics", reason: "dyad always serves etcd's basic metrics on /metrics"},
-		{name: "enable-pprof", isBool: true, reason: "dyad does not serve pprof"},
 		{name: "auto-tls", isBool: true, reason: tlsAuto},
 		{name: "peer-auto-tls", isBool: true, reason: tlsAuto},
 		{name: "cipher-suites", reason: "dyad uses Go's default TLS cipher suites"},

@@ -88,9 +88,13 @@ delivered to the peer's owner, counted there), and dyad-pair (the whole
 replication path: two dyad nodes, the real server code over ddsnet with
 fsync off; a round trip is one Put on the primary, applied and logged
 there, persisted and acknowledged by the replica, answered; throughput is
-acknowledged Puts per second of 16 concurrent writers). A last table
+acknowledged Puts per second of 16 concurrent writers). A further table
 splits the pair's mean write into the primary's part, the ddsnet round
-trip and the replica's part.
+trip and the replica's part, and another splits the ddsnet round trip
+(pings of 48 bytes or more, stamped by both ends on the host's clock)
+into write (Send), deliver (to the peer's notification), wake (to its
+consumer goroutine running), take (to the message in hand) and the
+responder's turn, as means and as medians.
 Ratios are dyad ÷ ddsperf at the same size.
 
 DDS Security: --secure makes a CA, an identity per end, and governance and

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dyad-db/dyad/internal/ddsnet"
@@ -30,6 +32,11 @@ type perfInbox struct {
 	net *ddsnet.Net
 	mu  sync.Mutex // serialises offers' room check and sends
 	ch  chan *transport.Message
+	// notified[c] is when a reader of class c last signalled (wall clock,
+	// ns; set on Cyclone's thread), woke when the owner last ran because
+	// Ready fired (the owner's goroutine only): the stamps of NetPath.
+	notified [transport.NumClasses]atomic.Int64
+	woke     int64
 }
 
 func (q *perfInbox) offer(ms []*transport.Message) bool {
@@ -59,6 +66,7 @@ func (q *perfInbox) next(ctx context.Context, timeout <-chan time.Time) *transpo
 		case m := <-q.ch:
 			return m
 		case <-q.net.Ready():
+			q.woke = time.Now().UnixNano()
 			continue
 		case <-ctx.Done():
 		case <-timeout:
@@ -67,12 +75,23 @@ func (q *perfInbox) next(ctx context.Context, timeout <-chan time.Time) *transpo
 	}
 }
 
+// stamps returns, for a message of class c just taken from next, when its
+// reader signalled and when the owner woke for it (the signal's time when
+// the owner was not parked). ok is false when the signal is older than
+// since (the message came without one of its own).
+func (q *perfInbox) stamps(c transport.Class, since int64) (notified, woke int64, ok bool) {
+	notified = q.notified[c].Load()
+	return notified, max(q.woke, notified), notified >= since
+}
+
 func perfNet(j perfJob, node uint64) (*ddsnet.Net, *perfInbox, error) {
-	n, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfNetCluster, Node: node, Prefix: "dyadperf"})
+	q := &perfInbox{ch: make(chan *transport.Message, 4096)}
+	n, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfNetCluster, Node: node, Prefix: "dyadperf",
+		OnNotify: func(c transport.Class) { q.notified[c].Store(time.Now().UnixNano()) }})
 	if err != nil {
 		return nil, nil, err
 	}
-	q := &perfInbox{net: n, ch: make(chan *transport.Message, 4096)}
+	q.net = n
 	if err := n.StartBatch(q.offer); err != nil {
 		n.Close()
 		return nil, nil, err
@@ -91,15 +110,34 @@ func perfNetRespond(ctx context.Context, j perfJob, ready func()) error {
 	defer n.Close()
 	ready()
 	var data uint64
+	var lastSend int64 // the previous pong's Send, ns
 	for {
 		m := in.next(ctx, nil)
 		if m == nil {
 			return nil
 		}
+		got := time.Now().UnixNano()
 		var reply *transport.Message
 		switch m.Kind {
 		case perfNetPingKind:
 			reply = &transport.Message{Class: transport.Ack, Kind: perfNetPongKind, Index: m.Index, Payload: m.Payload}
+			if p := m.Payload; len(p) >= netPathBytes { // the payload is the owner's (BatchHandler)
+				notified, woke, ok := in.stamps(transport.Log, int64(binary.BigEndian.Uint64(p)))
+				if !ok {
+					notified, woke = 0, 0 // the pinger skips this one
+				}
+				binary.BigEndian.PutUint64(p[8:], uint64(notified))
+				binary.BigEndian.PutUint64(p[16:], uint64(woke))
+				binary.BigEndian.PutUint64(p[24:], uint64(got))
+				binary.BigEndian.PutUint64(p[40:], uint64(lastSend))
+				start := time.Now()
+				binary.BigEndian.PutUint64(p[32:], uint64(start.UnixNano()))
+				if err := n.Send(reply); err != nil && !errors.Is(err, transport.ErrTimeout) {
+					return err
+				}
+				lastSend = int64(time.Since(start))
+				continue
+			}
 		case perfNetDataKind:
 			data++
 		case perfNetEndKind:
@@ -138,12 +176,21 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 			}
 		}
 	}
+	var path netPathSums
 	roundTrip := func(payload []byte, timeout time.Duration) (bool, error) {
 		seq++
+		start := time.Now()
+		if len(payload) >= netPathBytes {
+			binary.BigEndian.PutUint64(payload, uint64(start.UnixNano()))
+		}
 		if err := n.Send(&transport.Message{Class: transport.Log, Kind: perfNetPingKind, Index: seq, Payload: payload}); err != nil {
 			return false, err
 		}
+		sent := time.Now()
 		m, err := await(perfNetPongKind, timeout)
+		if m != nil && len(m.Payload) >= netPathBytes {
+			path.add(in, start, sent, m.Payload)
+		}
 		return m != nil, err
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -158,6 +205,7 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 	for _, sz := range j.Sizes {
 		payload := make([]byte, sz)
 		d := make([]time.Duration, 0, j.Count)
+		path = netPathSums{}
 		for range j.Count {
 			t := time.Now()
 			ok, err := roundTrip(payload, 10*time.Second)
@@ -169,7 +217,7 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 			}
 			d = append(d, time.Since(t))
 		}
-		row := perf.Row{Size: sz, RTT: perf.Summarise(d)}
+		row := perf.Row{Size: sz, RTT: perf.Summarise(d), Path: path.path()}
 		if j.TputDur > 0 {
 			if row.Tput, err = perfNetThroughput(ctx, n, &seq, await, payload, j.TputDur); err != nil {
 				return fmt.Errorf("perf: ddsnet throughput at size %d: %w", sz, err)
@@ -225,4 +273,52 @@ func perfNetThroughput(ctx context.Context, n *ddsnet.Net, seq *uint64,
 	el := time.Since(start).Seconds()
 	rate := float64(sent) / el
 	return perf.Tput{Count: int(sent), Rate: rate, MBps: rate * float64(len(payload)) / 1e6}, nil
+}
+
+// netPathBytes is the smallest ping that carries the stamps of a
+// NetPath: the pinger's send (0), the responder's notification (8), wake
+// (16), ping in hand (24), pong send (32) and its previous pong's Send
+// duration (40), big-endian ns.
+const netPathBytes = 48
+
+// netPathSums collects a size's stamped round trips, layer by layer.
+type netPathSums struct{ write, deliver, wake, take, turn []time.Duration }
+
+// add takes one round trip: the ping sent at start (Send returned at sent)
+// and the pong's payload, now in hand. The pong's own Send is known only
+// one round trip late (the responder stamps its previous one), so that
+// one stands in for it: it moves from deliver to write. A round trip
+// whose notification stamps do not follow it (a message taken without a
+// signal of its own) is skipped.
+func (s *netPathSums) add(in *perfInbox, start, sent time.Time, p []byte) {
+	got := time.Now().UnixNano()
+	u := func(off int) int64 { return int64(binary.BigEndian.Uint64(p[off:])) }
+	rNotified, rWoke, rGot, rSend, pongWrite := u(8), u(16), u(24), u(32), u(40)
+	notified, woke, ok := in.stamps(transport.Ack, rSend)
+	if rNotified == 0 || pongWrite == 0 || !ok || got < woke {
+		return
+	}
+	d := func(ns int64) time.Duration { return time.Duration(ns) }
+	s.write = append(s.write, sent.Sub(start)+d(pongWrite))
+	s.deliver = append(s.deliver, d(rNotified-sent.UnixNano()+notified-rSend-pongWrite))
+	s.wake = append(s.wake, d(rWoke-rNotified+woke-notified))
+	s.take = append(s.take, d(rGot-rWoke+got-woke))
+	s.turn = append(s.turn, d(rSend-rGot))
+}
+
+// path is the NetPath of what add took (nil: nothing stamped).
+func (s *netPathSums) path() *perf.NetPath {
+	if len(s.write) == 0 {
+		return nil
+	}
+	p := &perf.NetPath{Count: len(s.write)}
+	for _, l := range []struct {
+		d         []time.Duration
+		mean, p50 *time.Duration
+	}{{s.write, &p.Mean.Write, &p.P50.Write}, {s.deliver, &p.Mean.Deliver, &p.P50.Deliver},
+		{s.wake, &p.Mean.Wake, &p.P50.Wake}, {s.take, &p.Mean.Take, &p.P50.Take}, {s.turn, &p.Mean.Turn, &p.P50.Turn}} {
+		sum := perf.Summarise(l.d)
+		*l.mean, *l.p50 = sum.Mean, sum.P50
+	}
+	return p
 }

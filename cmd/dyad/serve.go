@@ -56,6 +56,7 @@ type serveFlags struct {
 	unsafeNoFsync       bool
 	shutdownGrace       time.Duration
 	printDDSConfig      bool
+	enablePprof         bool
 	cluster             clusterFlags
 	compat              compatFlags
 }
@@ -119,6 +120,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
 	fl.BoolVar(&f.printDDSConfig, "print-dds-config", false, "Print the Cyclone DDS XML configuration these flags give the pair's replication (the same text the node passes to Cyclone), and exit without opening the data dir or any socket. Needs a two-member --initial-cluster.")
+	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines, and sampled mutex and block contention) under /debug/pprof/ on the client, client HTTP and metrics URLs, as etcd does. Off by default: a profile shows the process's internals and costs CPU while it runs, so enable it only where those listeners are trusted.")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 5*time.Second, "On SIGTERM, how long a primary may take to hand its role to a live replica, and then how long in-flight requests may finish before connections are closed.")
 	f.cluster.register(fl)
 	f.compat.register(fl)
@@ -410,7 +412,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 		apiOpts.Creds = clientport.Credentials()
 	}
 	grpcSrv, healthSrv := api.New(node, apiOpts)
-	httpSrv := &http.Server{Handler: opsHandler(node, reg), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: opsHandler(node, reg, f.enablePprof), ReadHeaderTimeout: 10 * time.Second}
 	muxes := make([]*clientport.Mux, len(clientLns))
 	for i, l := range clientLns {
 		muxes[i] = clientport.New(l, tlsCfg)
@@ -524,8 +526,8 @@ func clusterVersion(v string) string {
 }
 
 // opsHandler serves the operational endpoints on the metrics listeners and,
-// beside gRPC, on the client listeners.
-func opsHandler(node *server.Server, reg *prometheus.Registry) http.Handler {
+// beside gRPC, on the client listeners; with pprof, Go's profiles too.
+func opsHandler(node *server.Server, reg *prometheus.Registry, pprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	health := func(w http.ResponseWriter, r *http.Request) {
@@ -557,6 +559,9 @@ func opsHandler(node *server.Server, reg *prometheus.Registry) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]string{"etcdserver": server.EtcdVersion, "etcdcluster": clusterVersion(server.EtcdVersion)})
 	})
+	if pprof {
+		servePprof(mux)
+	}
 	if h := failpoint.Handler(); h != nil { // only in a failpoints build
 		mux.Handle("/debug/failpoints", h)
 		mux.Handle("/debug/failpoints/", h)

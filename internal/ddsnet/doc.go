@@ -36,8 +36,9 @@
 // Every reader uses dds.ReceiveNotify. When samples arrive on a topic,
 // Cyclone's delivery thread only signals Ready (one call into Go, then none
 // until the consumer has taken from that reader). The consumer, the
-// replication loop, wakes once, and its Resume takes every class's waiting
-// samples (one cgo take per batch of up to Config.Batch, on the loan),
+// replication loop, wakes once, and its Resume takes the waiting samples
+// of the classes that signalled or hold a refused batch, and of no other
+// (one cgo take per batch of up to Config.Batch, on the loan),
 // drops samples of another cluster and the node's own, copies the payloads
 // into one buffer per batch, and offers each batch to its
 // transport.BatchHandler (StartBatch), which queues it whole or refuses it

@@ -35,6 +35,11 @@ type Config struct {
 	// Batch is the most messages of one class handed over at once
 	// (MaxBatch). Default 256.
 	Batch int
+	// OnNotify, if set, is called on Cyclone's delivery thread each time
+	// a reader of class c signals the consumer (StartBatch only), before
+	// the consumer is woken; it must be quick. Instrumentation: dyad perf
+	// times the layers of a round trip with it.
+	OnNotify func(c transport.Class)
 }
 
 // Net is one node's DDS transport.
@@ -48,12 +53,19 @@ type Net struct {
 	// reader exists. in[c] is class c's hand-over state.
 	h  transport.BatchHandler
 	in [transport.NumClasses]inlet
-	// pending: some class may have messages to pump (notified, or holding
-	// a refused batch). Set before each offer, so that a refusal is
-	// always seen by a later Resume (see pump). ready wakes the consumer
-	// when pending is set by a notification (StartBatch).
-	pending atomic.Bool
-	ready   chan struct{}
+	// Which classes Resume pumps, one bit per class (1<<c). notified:
+	// Cyclone signalled the class's reader since the last Resume (set by
+	// the notification only, cleared by Resume before it pumps). retry:
+	// the class may hold a refused batch; set before each offer and
+	// cleared after an accepted one, both under the class's inlet.mu, so
+	// that a refusal is always seen by a later Resume (see pump). Two
+	// masks, because clearing a bit after an accepted offer must not
+	// lose a notification that arrived meanwhile. Resume pumps only
+	// these classes: a take of a reader with nothing waiting is a cgo
+	// call and a lock for nothing. ready wakes the consumer when a
+	// notification sets notified (StartBatch).
+	notified, retry atomic.Uint32
+	ready           chan struct{}
 
 	// out[c] is class c's send side (send.go). The flusher goroutine
 	// writes backlogs out: kick wakes it, stop ends it, flushed is closed
@@ -69,6 +81,7 @@ type Net struct {
 	refused      atomic.Uint64
 	batches      atomic.Uint64
 	messages     atomic.Uint64
+	takes        atomic.Uint64
 
 	mu      sync.Mutex
 	started bool
@@ -122,6 +135,7 @@ type Stats struct {
 	Refused      uint64 // batches the consumer refused (its queue was full)
 	Batches      uint64 // batches handed over
 	Messages     uint64 // messages handed over
+	Takes        uint64 // takes from the readers (cgo calls), empty ones included
 }
 
 // Collectors are the counters as Prometheus series, for the node's
@@ -141,7 +155,7 @@ func (n *Net) Collectors() []prometheus.Collector {
 
 // Stats returns the counters.
 func (n *Net) Stats() Stats {
-	return Stats{SendTimeouts: n.sendTimeouts.Load(), SendBlocked: n.sendBlocked.Load(), Refused: n.refused.Load(), Batches: n.batches.Load(), Messages: n.messages.Load()}
+	return Stats{SendTimeouts: n.sendTimeouts.Load(), SendBlocked: n.sendBlocked.Load(), Refused: n.refused.Load(), Batches: n.batches.Load(), Messages: n.messages.Load(), Takes: n.takes.Load()}
 }
 
 var _ transport.Batcher = (*Net)(nil)
@@ -231,7 +245,8 @@ func (n *Net) MaxBatch() int { return n.cfg.Batch }
 // StartBatch implements transport.Batcher: one ReceiveNotify reader per
 // class; on arrival Cyclone's delivery thread only wakes the consumer
 // (Ready), once until the consumer takes, and the consumer's Resume takes
-// every class's waiting messages and offers them to h (pump).
+// the waiting messages of the classes that signalled (or hold a refused
+// batch) and offers them to h (pump).
 func (n *Net) StartBatch(h transport.BatchHandler) error { return n.start(h, true) }
 
 // Ready implements transport.Batcher.
@@ -261,7 +276,10 @@ func (n *Net) start(h transport.BatchHandler, pull bool) error {
 					n.pump(class)
 					return
 				}
-				n.pending.Store(true)
+				if f := n.cfg.OnNotify; f != nil {
+					f(class)
+				}
+				n.notified.Or(1 << class)
 				select {
 				case n.ready <- struct{}{}:
 				default: // already signalled
@@ -278,15 +296,16 @@ func (n *Net) start(h transport.BatchHandler, pull bool) error {
 	return nil
 }
 
-// Resume implements transport.Batcher: it pumps every class on the
-// caller's goroutine.
+// Resume implements transport.Batcher: it pumps, on the caller's
+// goroutine, the classes notified since the last Resume and those that may
+// hold a refused batch, and no other.
 func (n *Net) Resume() {
-	if !n.pending.Load() {
-		return
-	}
-	n.pending.Store(false)
-	for c := transport.Class(0); c < transport.NumClasses; c++ {
-		n.pump(c)
+	due := n.notified.Swap(0) | n.retry.Load()
+	for c := transport.Class(0); due != 0; c++ {
+		if due&(1<<c) != 0 {
+			due &^= 1 << c
+			n.pump(c)
+		}
 	}
 }
 
@@ -297,9 +316,11 @@ func (n *Net) Resume() {
 // blocks, never Cyclone's thread). It runs in Resume, or on Cyclone's
 // delivery thread after Start.
 //
-// parked is set before each offer, not after a refusal: the refusal found
-// the consumer's queue full, so the consumer has messages left and calls
-// Resume after consuming one, which is after parked was set.
+// The class's retry bit is set before each offer, not after a refusal: the
+// refusal found the consumer's queue full, so the consumer has messages
+// left and calls Resume after consuming one, which is after the bit was
+// set. An accepted offer clears it (nothing is held); a notification that
+// arrives meanwhile sets the other mask.
 func (n *Net) pump(c transport.Class) {
 	in := &n.in[c]
 	r := in.r.Load()
@@ -325,12 +346,13 @@ func (n *Net) pump(c transport.Class) {
 				continue // all dropped (other cluster, own, no data)
 			}
 		}
-		n.pending.Store(true)
+		n.retry.Or(1 << c)
 		if !n.h(batch) {
 			in.held = batch
 			n.refused.Add(1)
 			return
 		}
+		n.retry.And(^uint32(1 << c))
 		in.held = nil
 		n.batches.Add(1)
 		n.messages.Add(uint64(len(batch)))
@@ -348,6 +370,7 @@ func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Me
 	hdrs, offs := in.hdrs[:0], in.offs[:0]
 	var buf []byte
 	defer func() { in.hdrs, in.offs = hdrs, offs }()
+	n.takes.Add(1)
 	taken, err := r.Take(func(h *dds.Header, p []byte) {
 		if h.Cluster != n.cfg.Cluster {
 			n.droppedForeign.Add(1)

@@ -496,3 +496,32 @@ func TestCloseWithBacklog(t *testing.T) {
 		t.Fatalf("Send after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A wake of the consumer takes only from the readers that were notified
+// (or hold a refused batch): every take is a cgo call under the reader's
+// lock, and a round trip of the replication path pays the takes of both
+// ends. Each message here is received before the next is sent and the
+// consumer resumes once more after it (as the replication loop does after
+// consuming), so one take per message is what arrives; the bound allows
+// one spurious notification per message. Pumping every class on every
+// Resume took at least ten per message.
+func TestResumeTakesOnlyNotifiedClasses(t *testing.T) {
+	g := &gate{got: make(chan *transport.Message, 100)}
+	a, b := batchPair(t, Config{DDS: dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}}, g)
+	const k = 20
+	before := b.Stats().Takes
+	for i := 0; i < k; i++ {
+		if err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(i), Payload: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		if m := next(t, b, g); m.Class != transport.Log || m.Index != uint64(i) {
+			t.Fatalf("got %s #%d, want log #%d", m.Class, m.Index, i)
+		}
+		b.Resume()
+	}
+	if takes := b.Stats().Takes - before; takes > 2*k {
+		t.Errorf("%d takes for %d messages of one class, want at most %d", takes, k, 2*k)
+	} else {
+		t.Logf("%d takes for %d messages", takes, k)
+	}
+}

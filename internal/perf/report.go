@@ -42,7 +42,9 @@ type Row struct {
 	// a batch to the replica's acknowledgement of it, over the round
 	// trips: the part of a write spent on the wire and in the replica.
 	AckMean time.Duration `json:",omitempty"`
-	Err     string        `json:",omitempty"`
+	// Path (dyad-ddsnet only) splits the mean round trip into layers.
+	Path *NetPath `json:",omitempty"`
+	Err  string   `json:",omitempty"`
 }
 
 // Results is a whole run.
@@ -140,6 +142,13 @@ func (r *Results) WriteTable(w io.Writer) error {
 			fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
 		}
 	}
+	if l := r.netPathCells(); len(l) > 0 {
+		fmt.Fprintln(tw, "\nWhere a ddsnet round trip goes (means, ping and pong summed):")
+		fmt.Fprintln(tw, strings.Join(netPathHeader(), "\t")+"\t")
+		for _, c := range l {
+			fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
+		}
+	}
 	if sec := r.secureCells(); len(sec) > 0 {
 		fmt.Fprintln(tw, "\nDDS Security cost (same run):")
 		fmt.Fprintln(tw, strings.Join(secureHeader(), "\t")+"\t")
@@ -177,6 +186,13 @@ func (r *Results) WriteMarkdown(w io.Writer) error {
 	if l := r.layerCells(); len(l) > 0 {
 		h := layerHeader()
 		fmt.Fprintf(w, "\nWhere a pair's write goes, means in the same run (primary = put − publish→ack, replica = publish→ack − ddsnet):\n\n| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
+		for _, c := range l {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+		}
+	}
+	if l := r.netPathCells(); len(l) > 0 {
+		h := netPathHeader()
+		fmt.Fprintf(w, "\nWhere a ddsnet round trip goes, means in the same run, ping and pong summed (write: Send; deliver: to the peer's notification; wake: to its consumer running; take: to the message in hand; turn: the responder's; unaccounted: mean − layers):\n\n| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
 		for _, c := range l {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
 		}

@@ -49,3 +49,43 @@ func TestSummariseMean(t *testing.T) {
 		t.Errorf("Summarise = %+v", s)
 	}
 }
+
+// The ddsnet path table gives a transport row's means and medians layer
+// by layer, with what the layers leave unaccounted against the row's own
+// round trip and the baseline's median of the same variant for scale;
+// rows without stamps get no line.
+func TestNetPathCells(t *testing.T) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	layers := func(w, d, k, tk, tn int) NetLayers {
+		return NetLayers{Write: us(w), Deliver: us(d), Wake: us(k), Take: us(tk), Turn: us(tn)}
+	}
+	r := &Results{Baseline: "ddsperf", Rows: []Row{
+		{System: "ddsperf", Size: 64, RTT: RTT{P50: us(10)}},
+		{System: "ddsperf" + SecureSuffix, Size: 64, RTT: RTT{P50: us(25)}},
+		{System: NetSystem, Size: 64, RTT: RTT{Mean: us(100), P50: us(60)},
+			Path: &NetPath{Count: 5, Mean: layers(30, -5, 50, 20, 1), P50: layers(20, -4, 30, 10, 1)}},
+		{System: NetSystem + SecureSuffix, Size: 64, RTT: RTT{Mean: us(200), P50: us(150)},
+			Path: &NetPath{Count: 5, Mean: layers(80, 10, 60, 40, 2), P50: layers(70, 5, 40, 30, 1)}},
+		{System: NetSystem, Size: 1024, RTT: RTT{Mean: us(100)}},
+	}}
+	var got []string
+	for _, c := range r.netPathCells() {
+		got = append(got, strings.Join(c, " "))
+	}
+	want := []string{
+		"dyad-ddsnet 64 mean 100.0µs 30.0µs -5.0µs 50.0µs 20.0µs 1.0µs 4.0µs 10.0µs",
+		"dyad-ddsnet 64 p50 60.0µs 20.0µs -4.0µs 30.0µs 10.0µs 1.0µs 3.0µs 10.0µs",
+		"dyad-ddsnet +sec 64 mean 200.0µs 80.0µs 10.0µs 60.0µs 40.0µs 2.0µs 8.0µs 25.0µs",
+		"dyad-ddsnet +sec 64 p50 150.0µs 70.0µs 5.0µs 40.0µs 30.0µs 1.0µs 4.0µs 25.0µs",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("path cells:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var b strings.Builder
+	if err := r.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Where a ddsnet round trip goes") {
+		t.Errorf("no path table in:\n%s", b.String())
+	}
+}

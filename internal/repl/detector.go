@@ -60,6 +60,11 @@ type Detector struct {
 	// (LapsedFrozen).
 	lapsedFrozen        bool
 	frozeFrom, thawedAt int64
+	// deafFrom is peerSeen when this node last stalled (a Tick gap over
+	// Lease/4) already reporting the peer's silence as deafness (over
+	// Lease/2, Silence); 0: none. While no newer heartbeat is heard
+	// (peerSeen == deafFrom), stalls do not restart that count.
+	deafFrom int64
 }
 
 // NewDetector returns a detector for the run run (random, never 0: see
@@ -76,12 +81,20 @@ func NewDetector(lease, drift time.Duration, run uint64, now int64) *Detector {
 func (d *Detector) Tick(now int64) (gap int64) {
 	gap = now - d.lastTick
 	if gap > int64(d.Lease/4) {
+		if d.peerSeen != 0 && d.Silence(d.lastTick) > d.Lease/2 {
+			d.deafFrom = d.peerSeen
+		}
 		d.runningSince = now
 		if gap >= int64(d.FreezeGraceFrom) {
 			d.graceUntil = now + int64(d.FreezeGrace)
 		}
 		if gap > int64(d.Lease/2) {
 			d.frozeFrom, d.thawedAt = d.lastTick, now
+			// No lease held when the freeze began, though the peer
+			// was heard just before (LapsedFrozen).
+			if d.leaseUntil <= d.frozeFrom && d.peerSeen != 0 && d.frozeFrom-d.peerSeen <= int64(d.Lease/2) {
+				d.lapsedFrozen = true
+			}
 			d.noteLapse()
 		}
 	}
@@ -156,11 +169,16 @@ func (d *Detector) noteLapse() {
 // Heartbeats heard at the thaw prove nothing: they may have waited out
 // the freeze in transit (their grants then end before the thaw).
 //
+// A freeze that began while this node held no lease at all, though it
+// had heard the peer within Lease/2 before (a lease not granted yet: the
+// primary went synchronous moments before), counts alike: its reports
+// said it heard the peer, so they gave the peer no reason to hold off.
+//
 // Shorter stalls, common on a loaded machine, and freezes that begin
-// after the lease has ended (this node was running when it lapsed, and
-// its reports went out) do not count: holding a replica back for them
-// would turn the failover of a single fault into a wait for the
-// operator.
+// after the lease has ended while the peer was not heard (this node was
+// running when it lapsed, and its reports of not hearing the peer went
+// out) do not count: holding a replica back for them would turn the
+// failover of a single fault into a wait for the operator.
 func (d *Detector) LapsedFrozen() bool { return d.lapsedFrozen }
 
 // endRun records that the peer's run has ended.
@@ -196,6 +214,14 @@ func (d *Detector) PeerLeft() { d.endRun(d.peerRun) }
 // from an earlier run of this node.
 func (d *Detector) PeerKnowsRun(h *Heartbeat) bool { return h.EchoRun == d.Run && h.Echo > 0 }
 
+// LeaseNotRenewed reports whether the newest peer heartbeat arrived
+// after the lease this node held from the peer had ended, without
+// renewing it: the peer had heard nothing from this node for a lease (or
+// echoed nothing new). 0 leases (none held yet, or forgotten) do not count.
+func (d *Detector) LeaseNotRenewed() bool {
+	return d.leaseUntil != 0 && d.peerSeen > d.leaseUntil
+}
+
 // HoldsLease reports whether the peer's echoes still vouch for this node.
 func (d *Detector) HoldsLease(now int64) bool { return now < d.leaseUntil }
 
@@ -214,30 +240,48 @@ func (d *Detector) HeardAgo(now int64) time.Duration {
 }
 
 // Silence is how long the peer has been silent on this node's own running
-// time (what PeerDead compares with Lease), for the HeardAgo of an outgoing
-// heartbeat; -1: never heard.
+// time, for the HeardAgo of an outgoing heartbeat; -1: never heard. A
+// stall of this node (a Tick gap) restarts the count, as it does for
+// PeerDead, unless the count had already passed Lease/2 when the stall
+// began: the heartbeats sent before it then told the peer that this node
+// does not hear it (PeerDeaf), and the stall has not changed that. Restarted
+// at the thaw, it said "heard a moment ago" to a primary holding off for
+// this node, which led again while this node went on to take over (sim
+// seed 9049, freeze_heardago).
+//
+// The rule looks only at what this node reported before the stall, not at
+// when it last heard the peer: a replica whose loop is stalled again and
+// again on a slow fsync takes its peer's heartbeats late (they queue behind
+// entries), so its newest one may be long past, yet between stalls it never
+// ran Lease/2 without one; it still hears the peer, and reporting the raw
+// silence made its primary wait for a takeover that never came.
 func (d *Detector) Silence(now int64) time.Duration {
 	if d.peerSeen == 0 {
 		return -1
 	}
 	since := max(d.peerSeen, d.runningSince)
+	if d.deafFrom == d.peerSeen {
+		since = d.peerSeen
+	}
 	return time.Duration(now - since)
 }
 
 // PeerDeaf reports whether the heartbeat h, received at now, says that the
 // peer has not heard this node for over Lease/2 although this node ran
-// without a freeze all that time (so it sent heartbeats): the link from
-// this node to the peer is failing, and the peer is about to declare it
-// dead. A freeze of this node within that time explains the silence, so
-// it is not counted.
+// without a freeze for over Lease/2 of that time (so it sent heartbeats
+// the peer did not hear): the link from this node to the peer is
+// failing, and the peer is about to declare it dead. A freeze of this
+// node explains the silence only up to its end: a short stall early in a
+// long silence does not (sim seed 267933: it did, the primary went solo
+// beside a replica that had long reported not hearing it and promoted).
 func (d *Detector) PeerDeaf(h *Heartbeat, now int64) bool {
 	if h.Hears(d.Lease / 2) {
 		return false
 	}
-	if h.HeardAgo < 0 { // never: deaf once this node has sent for Lease/2
-		return now-d.runningSince > int64(d.Lease/2)
-	}
-	return d.runningSince <= now-int64(h.HeardAgo)
+	// Since HeardAgo > Lease/2, the running part of the silence is over
+	// Lease/2 exactly when this node has run for that long (or for
+	// ever, never heard).
+	return now-d.runningSince > int64(d.Lease/2)
 }
 
 // RunningSince is the start of this node's current uninterrupted run:

@@ -130,3 +130,72 @@ func TestDetectorLapsedFrozen(t *testing.T) {
 		})
 	}
 }
+
+// TestDetectorLapsedFrozenUngranted: a freeze longer than Lease/2 that
+// begins while this node holds no lease at all counts as a lapse when the
+// peer was heard within Lease/2 before it (a grant not made yet), until a
+// grant reaches past the thaw; not when the peer was silent longer than
+// that, nor for a short stall.
+func TestDetectorLapsedFrozenUngranted(t *testing.T) {
+	const L = int64(time.Second)
+	const self, peer = 0x5e1f, 0x9ee7
+	for _, tc := range []struct {
+		name       string
+		heard      int64 // the peer's heartbeat (no grant) arrives then
+		from, thaw int64
+		fresh      bool // then a grant of a send time after the thaw arrives
+		want       bool
+	}{
+		{"heard just before the freeze", L, L + L/8, 3 * L, false, true},
+		{"a grant past the thaw", L, L + L/8, 3 * L, true, false},
+		{"silent for over half a lease before the freeze", 2, L, 3 * L, false, false},
+		{"a short stall", L, L + L/8, L + L/8 + 2*L/5, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDetector(time.Second, 0, self, 1)
+			for now := int64(2); now < tc.from; now += L / 8 {
+				if now >= tc.heard && now-L/8 < tc.heard {
+					d.Heard(&Heartbeat{Run: peer, SentAt: 1}, tc.heard) // no echo: no grant
+				}
+				d.Tick(now) // running
+			}
+			d.Tick(tc.from)
+			d.Tick(tc.thaw)
+			if tc.fresh {
+				after, _ := d.Outgoing(tc.thaw + 1)
+				d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 2, Echo: after}, tc.thaw+2)
+			}
+			if got := d.LapsedFrozen(); got != tc.want {
+				t.Errorf("LapsedFrozen = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDetectorLeaseNotRenewed: a peer heartbeat that arrives after the
+// lease this node held has ended, echoing no newer send time, leaves the
+// lease not renewed until a grant renews it; with no lease held it does
+// not count.
+func TestDetectorLeaseNotRenewed(t *testing.T) {
+	const L = int64(time.Second)
+	const self, peer = 0x5e1f, 0x9ee7
+	d := NewDetector(time.Second, 0, self, 1)
+	d.Heard(&Heartbeat{Run: peer, SentAt: 1}, 2) // no grant yet
+	if d.LeaseNotRenewed() {
+		t.Fatal("no lease held, yet not renewed")
+	}
+	own, _ := d.Outgoing(3)
+	d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 2, Echo: own}, 4) // lease until 3+L
+	if d.LeaseNotRenewed() {
+		t.Fatal("a fresh grant counts as not renewed")
+	}
+	d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 3, Echo: own}, 3+L+1) // the same echo, after the lease
+	if !d.LeaseNotRenewed() {
+		t.Fatal("a heartbeat after the lease's end that renews nothing goes unnoticed")
+	}
+	newer, _ := d.Outgoing(3 + L + 2)
+	d.Heard(&Heartbeat{Run: peer, EchoRun: self, SentAt: 4, Echo: newer}, 3+L+3)
+	if d.LeaseNotRenewed() {
+		t.Fatal("a renewed lease still counts as not renewed")
+	}
+}

@@ -16,6 +16,10 @@ type handoverState struct {
 	lastSend int64
 	refused  bool
 	answered bool
+	// peerRun: the peer's run when the hand-over began. A later run of
+	// the peer cannot take it (it starts waiting, never as this node's
+	// replica), so hearing one ends a hand-over the peer fell silent on.
+	peerRun uint64
 }
 
 // Handover starts handing the primary role to the replica (final: this
@@ -34,7 +38,7 @@ func (n *Node) Handover(final bool) error {
 	if n.role != RolePrimary || !n.peerFresh() {
 		return ErrNotSynchronous
 	}
-	n.handover = &handoverState{final: final, deadline: n.now + int64(n.cfg.AckTimeout)}
+	n.handover = &handoverState{final: final, deadline: n.now + int64(n.cfg.AckTimeout), peerRun: n.peer.Last.Run}
 	n.handoffUntil = n.now + int64(n.cfg.AckTimeout+4*n.cfg.Lease)
 	n.progressHandover()
 	return nil
@@ -104,6 +108,21 @@ func (n *Node) answerHandover(h *handoverState, err error) {
 // peer leads a newer epoch; it leads again only if the peer refused and
 // its read lease from this node expired. A heartbeat saying "replica" may
 // predate the hand-over, so it is never taken as a refusal.
+//
+// A peer that falls silent does not end the wait: the caller is answered
+// (the replica is no live synchronous one), but the hand-over stays sent,
+// and repeated every lease, until the peer answers it (every run of it
+// does: stepHandover) or leads. A frozen replica takes it at its thaw,
+// having just sent a heartbeat saying "replica"; a node that went back to
+// the ordinary rules on the silence led again on that heartbeat
+// ("restarted before the replica took over") while the replica took over
+// in an epoch of the same term, and a split brain was made up without any
+// cut (sim seed 232566, handover_frozen_replica). A replica that never
+// comes back leaves this node waiting, as the ordinary rules did: it led
+// a synchronous epoch last (ledLastAlone). One that comes back in a new
+// run ends the wait: that run refuses the hand-over, but the repeats may
+// not reach it, and the ordinary rules decide from there
+// (handover_lapsed).
 func (n *Node) stepHandedOver() {
 	h := n.handover
 	p := &n.peer.Last
@@ -114,9 +133,11 @@ func (n *Node) stepHandedOver() {
 	case h.refused && n.det.PeerLeaseExpired(n.now):
 		n.endHandover(ErrNotSynchronous)
 		n.lead("the replica refused the hand-over")
-	case n.det.PeerDead(n.now):
-		// The ordinary rules decide from here.
+	case h.answered && n.peerFresh() && p.Run != 0 && p.Run != h.peerRun:
 		n.endHandover(ErrNotSynchronous)
+	case n.det.PeerDead(n.now) && !h.answered:
+		n.answerHandover(h, ErrNotSynchronous)
+		n.handoffUntil = 0
 	}
 }
 
@@ -159,6 +180,12 @@ func (n *Node) stepHandover(m *Message) {
 // more. It leads synchronously (the old primary follows); after a final
 // hand-over (the old primary stops) it leads alone.
 func (n *Node) takeOver(h Handover) {
+	// The new epoch's term must pass the one handed over: the old
+	// primary follows only a newer term (stepHandedOver). This node may
+	// not have heard that term yet: a primary that just went synchronous
+	// again in a new epoch hands over before any heartbeat names it
+	// (testdata/handover_term.txt).
+	n.maxTerm = max(n.maxTerm, h.Epoch.Term)
 	n.newEpochAt(h.Final, n.last+1)
 	n.det.ForgetPeer()
 	n.tookOver = h.Epoch

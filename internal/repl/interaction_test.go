@@ -42,7 +42,8 @@ import (
 //	                      that covers now, else register it
 //	grant a               the read grant a's driver publishes now
 //	fence a               the fence command a runs finishes
-//	move-leader a         a hands its role over
+//	move-leader a [final] a hands its role over (final: its storage
+//	                      failed, and it stops once the hand-over is sent)
 //	leave b               b stops on purpose (then crashes)
 //	resolve b             the operator accepts b's split brain
 //	stray a ack 5         a receives an ack of index 5 (or a snapshot
@@ -231,10 +232,14 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 		h.deliver()
 	case "move-leader":
 		x := h.node(arg(0))
-		if err := x.n.Handover(false); err != nil {
+		final := len(d.CmdArgs) > 1 && arg(1) == "final"
+		if err := x.n.Handover(final); err != nil {
 			h.printf("%s: move-leader refused: %v", x.name, err)
 		}
 		h.process(x)
+		if final {
+			x.n = nil // its storage failed: it stops once the hand-over is sent
+		}
 		h.deliver()
 	case "leave":
 		x := h.node(arg(0))

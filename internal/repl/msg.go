@@ -219,7 +219,8 @@ type Heartbeat struct {
 	SoloFrom uint64
 	// HeardAgo is how long the sender had not heard the receiver when it
 	// sent this heartbeat, on its own running time (a freeze of the sender
-	// restarts it), to the millisecond; -1: never. A peer that stops
+	// restarts it unless the sender already reported it over Lease/2:
+	// Detector.Silence), to the millisecond; -1: never. A peer that stops
 	// hearing a live node is about to take over (or has gone solo): the
 	// node must then not take the lead alone (docs/ARCHITECTURE.md,
 	// "One-way link failures").

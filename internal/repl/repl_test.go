@@ -306,7 +306,7 @@ func TestHandoverRoundTrip(t *testing.T) {
 
 // TestDetectorPeerDeaf: a peer that reports not hearing this node for over
 // Lease/2 is deaf to it, unless a freeze of this node within that time
-// explains the silence; a peer that never heard it is deaf once this node
+// explains the silence (all of it but Lease/2 at most); a peer that never heard it is deaf once this node
 // has run for Lease/2.
 func TestDetectorPeerDeaf(t *testing.T) {
 	L := time.Second
@@ -322,6 +322,8 @@ func TestDetectorPeerDeaf(t *testing.T) {
 		{"a full lease", 10 * L, L, true},
 		{"this node froze within the silence", 300 * time.Millisecond, L, false},
 		{"this node froze before the silence", L, 800 * time.Millisecond, true},
+		{"a short freeze early in a long silence", 3 * L, 4 * L, true},
+		{"this node ran for only Lease/2 since its freeze", L / 2, 4 * L, false},
 		{"never heard, this node just started", L / 4, -1, false},
 		{"never heard, this node sent for a while", L, -1, true},
 	} {
@@ -360,5 +362,61 @@ func TestDetectorSilence(t *testing.T) {
 	}
 	if got := d.HeardAgo(t0 + 2*L + L/8); got != time.Duration(2*L+L/8) {
 		t.Fatalf("HeardAgo = %v, want the raw %v", got, time.Duration(2*L+L/8))
+	}
+}
+
+// TestDetectorSilenceBeforeFreeze: a node that had already reported not
+// hearing its peer (a silence over Lease/2 of its running time) when it
+// froze reports the whole silence after the thaw, until it hears the peer
+// again.
+func TestDetectorSilenceBeforeFreeze(t *testing.T) {
+	L := int64(time.Second)
+	t0 := int64(1)
+	d := NewDetector(time.Second, 0, 1, t0)
+	d.Heard(&Heartbeat{SentAt: 1}, t0)
+	for now := t0 + L/8; now <= t0+L; now += L / 8 {
+		d.Tick(now) // running, hearing nothing
+	}
+	d.Tick(t0 + 3*L) // a freeze of two leases
+	if got := d.Silence(t0 + 3*L + L/8); got != time.Duration(3*L+L/8) {
+		t.Fatalf("Silence after a freeze begun deaf = %v, want %v", got, time.Duration(3*L+L/8))
+	}
+	d.Tick(t0 + 3*L + L/8)
+	d.Tick(t0 + 5*L) // a second freeze: still deaf
+	if got := d.Silence(t0 + 5*L + L/8); got != time.Duration(5*L+L/8) {
+		t.Fatalf("Silence after a second freeze = %v, want %v", got, time.Duration(5*L+L/8))
+	}
+	d.Heard(&Heartbeat{SentAt: 2}, t0+5*L+L/4)
+	if got := d.Silence(t0 + 5*L + L/2); got != time.Duration(L/4) {
+		t.Fatalf("Silence once heard again = %v, want %v", got, time.Duration(L/4))
+	}
+	d.Tick(t0 + 5*L + L/2)
+	d.Tick(t0 + 7*L) // a freeze begun hearing: the count restarts
+	if got := d.Silence(t0 + 7*L + L/8); got != time.Duration(L/8) {
+		t.Fatalf("Silence after a freeze begun hearing = %v, want %v", got, time.Duration(L/8))
+	}
+}
+
+// TestDetectorSilenceStalledLoop: a node whose loop stalls again and again
+// (a slow fsync) takes its peer's heartbeats late, stamped long before it
+// handles them, but never runs Lease/2 without one: each stall restarts
+// its silence, however old the newest heartbeat is.
+func TestDetectorSilenceStalledLoop(t *testing.T) {
+	L := int64(time.Second)
+	t0 := int64(1)
+	d := NewDetector(time.Second, 0, 1, t0)
+	d.Heard(&Heartbeat{SentAt: 1}, t0)
+	now := t0
+	for i := int64(1); i <= 4; i++ {
+		now += 2 * L // stalled in fsync
+		d.Tick(now)
+		// The loop takes one queued heartbeat, which arrived early in
+		// the first stall, and stalls again right after.
+		d.Heard(&Heartbeat{SentAt: 1 + i}, t0+i*L/64)
+		now += L / 8
+		d.Tick(now)
+		if got := d.Silence(now); got != time.Duration(L/8) {
+			t.Fatalf("stall %d: Silence = %v, want %v (counted from the thaw)", i, got, time.Duration(L/8))
+		}
 	}
 }

@@ -71,6 +71,18 @@ func (n *Node) stepWaiting() {
 		if n.peerHearsNow() && n.det.PeerKnowsRun(p) {
 			n.lead("restarted before the replica took over")
 		}
+	case fresh && !n.ledLast && n.peerBehindOwnNewest(p):
+		// This node's newest epoch is its own and the newest of the
+		// pair, yet it does not count as having led last: after a
+		// split the peer yielded to it, while it yielded to the peer
+		// on a stale heartbeat ("keeps leading") and followed an epoch
+		// the peer no longer led. Each then followed or waited for the
+		// other for good (sim seeds 138791, 238564). The guards are
+		// those of the rule above; a waiting peer holds no read lease
+		// (it grants none, so it echoes no run either).
+		if n.peerHearsNow() && (p.Role == RoleWaiting || n.det.PeerKnowsRun(p)) {
+			n.lead("the peer led nothing since this node's newest epoch")
+		}
 	case fresh && p.Role == RoleWaiting:
 		// Cold start of both: the one that led last leads; a fresh pair
 		// is started by the bootstrap node.
@@ -85,6 +97,26 @@ func (n *Node) stepWaiting() {
 	case !fresh && waited && n.holdOff == "" && n.thawed == 0 && (n.ledLastAlone() || n.cfg.Bootstrap && n.persisted == 0 && len(n.epochs) == 0):
 		n.lead("peer absent; this node led last")
 	}
+}
+
+// peerBehindOwnNewest reports whether this node's newest epoch is one of
+// its own that neither node knows a newer term than, and the peer, by
+// heartbeat p, led nothing since: it follows that epoch, or waits with an
+// older epoch of its own and does not claim to have led last. The peer
+// then holds no write acknowledged after that epoch began, and this node
+// holds that epoch's log.
+func (n *Node) peerBehindOwnNewest(p *Heartbeat) bool {
+	l := Last(n.epochs).Epoch
+	if l.Node != n.cfg.ID || n.maxTerm != l.Term || p.MaxTerm != l.Term {
+		return false
+	}
+	switch p.Role {
+	case RoleReplica:
+		return p.Epoch == l
+	case RoleWaiting:
+		return !p.LedLast && (p.Epoch == l || p.Epoch.Term < l.Term)
+	}
+	return false
 }
 
 // ledLastAlone reports whether this node's newest epoch is a solo epoch
@@ -129,6 +161,15 @@ func (n *Node) stepReplica() {
 		n.setRole(RoleWaiting, "the primary withheld this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
 		return
 	}
+	if p.Role == RoleWaiting && p.LedLast {
+		// The primary restarted: it led last and may lead alone again
+		// ("restarted before the replica took over") as soon as it
+		// saw this node hear it, which this node cannot tell from
+		// here; its silence may be a cut of the primary -> replica
+		// direction just after it did (sim seeds 106626, 263153).
+		n.setRole(RoleWaiting, "the primary restarted and may lead alone since: waiting for it (or dyad force-primary)")
+		return
+	}
 	if n.det.LapsedFrozen() {
 		// This node was frozen past the end of its read lease: the
 		// primary may have found it silent and gone solo, legitimately,
@@ -136,6 +177,17 @@ func (n *Node) stepReplica() {
 		// a cut of the primary -> replica direction then looks like the
 		// primary's death from here (simulator seed 71).
 		n.setRole(RoleWaiting, "this node was frozen past its read lease, and the primary may have led alone since: waiting for it (or dyad force-primary)")
+		return
+	}
+	if p.Role == RolePrimary && n.det.LeaseNotRenewed() {
+		// The primary's newest heartbeat came after this node's read
+		// lease had ended and did not renew it: the primary had heard
+		// nothing from this node for a lease (a cut of the replica ->
+		// primary direction, found too soon after a freeze of this node
+		// for its reports to say so) and goes solo on that, without
+		// holding off. Its silence since proves nothing (sim seed
+		// 326402).
+		n.setRole(RoleWaiting, "the primary stopped renewing this node's read lease before it fell silent and may lead alone: waiting for it (or dyad force-primary)")
 		return
 	}
 	// Only a synchronous replica may take over: one that was catching up
@@ -194,7 +246,14 @@ func (n *Node) stepSolo() {
 	// split. Yielding to it made both nodes step down at once and follow
 	// each other's epochs, two replicas with no primary
 	// (testdata/oneway.txt).
-	if fresh && p.Role.Leads() && !(p.Role == RolePrimary && p.Epoch.Term < n.epoch.Term) {
+	//
+	// A peer that says it leads an epoch this node took over from it by a
+	// hand-over, or an older one, speaks from before the hand-over: the
+	// last heartbeat heard before it (or one overtaken by the hand-over on
+	// the way) is no split. Taking it for one made a node that took over
+	// after a final hand-over yield to its stopped peer and lose the
+	// writes it acknowledged alone (sim seed 245995).
+	if fresh && p.Role.Leads() && !(p.Role == RolePrimary && p.Epoch.Term < n.epoch.Term) && !n.handedOverBy(p) {
 		n.splitLeaders()
 		return
 	}
@@ -364,4 +423,12 @@ func (n *Node) wroteAlone() bool {
 // yieldsTo applies YieldAfterSplit between this node and a leading peer.
 func (n *Node) yieldsTo(p *Heartbeat) bool {
 	return YieldAfterSplit(n.wroteAlone(), p.WroteSolo(), n.cfg.Preferred)
+}
+
+// handedOverBy reports whether the leading peer's heartbeat p predates a
+// hand-over this node took from it: it names the epoch handed over or an
+// older one. Every epoch the peer leads after that has a newer term.
+func (n *Node) handedOverBy(p *Heartbeat) bool {
+	t := n.tookOver
+	return t != (Epoch{}) && p.Epoch.Node == t.Node && !t.Less(p.Epoch)
 }

@@ -83,7 +83,16 @@ func TestPairSlowReplicaNoFlapping(t *testing.T) {
 	l := startLoad(a.cli)
 	defer l.stop()
 	waitRole(t, a, repl.RoleSolo)
-	l.waitAcks(t, 1500)
+	// 1,500 writes in steps of 100, checking after each step that the
+	// primary is still solo: a primary that went back to synchronous with
+	// the slow replica would make every write wait for its storage, and
+	// would go solo again (a flap).
+	for i := 0; i < 15; i++ {
+		l.waitAcks(t, 100)
+		if r := a.srv.Role(); r != repl.RoleSolo {
+			t.Fatalf("after %d acknowledged writes the primary is %s, want solo while its replica's storage is slow", l.count(), r)
+		}
+	}
 	l.stop()
 	if n := promtest.ToFloat64(a.cfg.Metrics.SoloEntered) - before; n != 1 {
 		t.Fatalf("the primary went solo %v times under load with a slow replica, want once", n)

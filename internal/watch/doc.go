@@ -63,6 +63,9 @@
 // Source nor while blocking on a channel. Source methods take the store's
 // own locks, so the order is: Hub.mu is never held when the store's locks
 // are taken; the writer calls Notify after MarkDurable, holding no store
-// lock. Run is the only goroutine the hub needs; its owner starts it and
+// lock. Notify is on the write's path (the next batch waits for it), so
+// its cost per event is one lookup in the synced watchers' index, which
+// does not scan every range watcher, plus one response per watcher that
+// receives the event. Run is the only goroutine the hub needs; its owner starts it and
 // stops it through the context.
 package watch

@@ -68,6 +68,9 @@ type Hub struct {
 	deferred map[*Stream]struct{}  // streams with an unanswered progress request
 	progress map[*watcher]struct{} // watchers created with progress_notify
 	unsyncs  int64                 // synced -> unsynced moves (tests and metrics)
+	// order is deliverLocked's scratch list of the watchers receiving
+	// events, kept between calls so that a write allocates no list.
+	order []*watcher
 	// resetRev, once set by Reset, cancels as compacted every watcher
 	// whose next revision is at or below it.
 	resetRev int64
@@ -151,9 +154,18 @@ func (h *Hub) notifyLocked(from, rev int64, evs []mvccpb.Event) {
 	h.retryDeferredLocked()
 }
 
+// maxPendingCap bounds the scratch capacity a watcher keeps between writes
+// (watcher.pending): a write of up to that many events for one watcher
+// allocates no index list.
+const maxPendingCap = 64
+
+// deliverLocked queues the events of revisions prev+1..rev on every synced
+// watcher that wants them, one response per watcher. It runs on the
+// writer's path: it reuses the hub's scratch slices and allocates, per
+// receiving watcher, only what the consumer keeps (the response and its
+// event slice).
 func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
-	var order []*watcher
-	got := make(map[*watcher][]int)
+	order := h.order[:0]
 	for i := range evs {
 		ev := &evs[i]
 		r := ev.Kv.ModRevision
@@ -164,15 +176,21 @@ func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
 			if r < w.next || !w.wants(ev) {
 				return
 			}
-			if _, ok := got[w]; !ok {
+			if len(w.pending) == 0 {
 				order = append(order, w)
 			}
-			got[w] = append(got[w], i)
+			w.pending = append(w.pending, i)
 		})
 	}
 	var stripped []*mvccpb.Event
 	for _, w := range order {
-		idx := got[w]
+		idx := w.pending
+		w.pending = w.pending[:0]
+		if cap(idx) > maxPendingCap {
+			// A large transaction: do not keep its capacity on the
+			// watcher for good.
+			w.pending = nil
+		}
 		out := make([]*mvccpb.Event, len(idx))
 		for j, i := range idx {
 			if w.prevKV || evs[i].PrevKv == nil {
@@ -189,7 +207,8 @@ func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
 			}
 			out[j] = stripped[i]
 		}
-		resp := &pb.WatchResponse{Header: header(rev), WatchId: w.id, Events: out, Fragment: w.fragment}
+		resp := newResponse(rev)
+		resp.WatchId, resp.Events, resp.Fragment = w.id, out, w.fragment
 		if w.s.trySend(resp) {
 			w.sentEvents = true
 			w.next = rev + 1
@@ -204,6 +223,9 @@ func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
 		h.unsyncs++
 		h.wake()
 	}
+	// Keep the scratch slice's capacity, not the watchers it pointed to.
+	clear(order)
+	h.order = order[:0]
 }
 
 // unsyncBeforeLocked moves every synced watcher that still expects a
@@ -212,18 +234,11 @@ func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
 // notified, as always).
 func (h *Hub) unsyncBeforeLocked(from int64) {
 	var owed []*watcher
-	for _, ws := range h.synced.single {
-		for w := range ws {
-			if w.next < from {
-				owed = append(owed, w)
-			}
-		}
-	}
-	for w := range h.synced.ranges {
+	h.synced.all(func(w *watcher) {
 		if w.next < from {
 			owed = append(owed, w)
 		}
-	}
+	})
 	for _, w := range owed {
 		h.synced.remove(w)
 		w.state = stateUnsynced
@@ -498,14 +513,7 @@ func (h *Hub) Reset() {
 	readable, _, _ := h.src.Revs()
 	h.mu.Lock()
 	var all []*watcher
-	for _, ws := range h.synced.single {
-		for w := range ws {
-			all = append(all, w)
-		}
-	}
-	for w := range h.synced.ranges {
-		all = append(all, w)
-	}
+	h.synced.all(func(w *watcher) { all = append(all, w) })
 	for _, w := range all {
 		h.synced.remove(w)
 		w.state = stateUnsynced

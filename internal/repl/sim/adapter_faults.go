@@ -22,7 +22,7 @@ func (n *node) handOver(final bool) {
 	n.w.tracef("node %d hands over (final %v): %v", n.idx, final, err)
 	if final {
 		if err != nil {
-			n.stop(false)
+			n.storageStop()
 			return
 		}
 		n.finalHandover = true
@@ -31,11 +31,19 @@ func (n *node) handOver(final bool) {
 		gen := n.gen
 		n.w.q.After(3*int64(n.w.cfg.Lease), func() {
 			if n.gen == gen && n.n != nil {
-				n.stop(false)
+				n.storageStop()
 			}
 		})
 	}
 	n.process()
+	if final && n.n != nil && !n.n.HandingOver() {
+		// A planned hand-over already sent became final: nothing is left
+		// to send, and the server stops as soon as HandingOver turns
+		// false. Left running, this node went back to the role rules and
+		// led on its replica's "replica" heartbeat while the replica took
+		// the hand-over at its thaw (seed 228476).
+		n.stop(false)
+	}
 }
 
 // runFence runs the fence command Ready.Fence asked for: it ends after
@@ -82,9 +90,24 @@ func (n *node) checkRoleChange(rc *repl.RoleChange) {
 		gen := n.gen
 		n.w.q.After(0, func() {
 			if n.gen == gen && n.n != nil {
-				n.stop(false)
+				n.storageStop()
 			}
 		})
+	}
+}
+
+// storageStop stops a node whose storage failed (a final hand-over).
+// Once the faults have ended (World.healed) the failure is repaired like
+// every other fault: the node restarts from its disk at once, as
+// OPERATIONS.md tells the operator to (fix the disk, restart the node;
+// it rejoins). Without this a stop scheduled before the end but due after
+// it would leave the node down through the settle phase, which no fault
+// schedule intends.
+func (n *node) storageStop() {
+	n.stop(false)
+	if n.w.healed {
+		n.w.tracef("node %d: its storage is repaired; it restarts", n.idx)
+		n.restart(false)
 	}
 }
 

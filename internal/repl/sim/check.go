@@ -79,6 +79,9 @@ type Checker struct {
 	maxPPM   int64
 	// Conflicts counts conflict records (a figure).
 	Conflicts int
+
+	// nodeApplied, per node: index -> the entry ID it last applied there.
+	nodeApplied []map[uint64]uint64
 }
 
 type deferred struct {
@@ -100,6 +103,7 @@ func NewChecker(n int, now func() int64) *Checker {
 		now: now, ackedAt: map[uint64]ack{}, byKey: map[string][]ack{},
 		lastAck: make([]ack, n), conflict: map[uint64]bool{}, applied: map[uint64]ack{}, writeIdx: map[uint64]uint64{},
 		visible: make([]int64, n), checked: make([]int, n), gen: make([]uint64, n), crashed: make([][]int64, n),
+		nodeApplied: make([]map[uint64]uint64, n),
 	}
 }
 
@@ -189,9 +193,15 @@ func (c *Checker) Ack(node int, id, index uint64, key string, rev int64, epoch E
 		c.ackedAt[index] = a
 	}
 	// No two leaders acknowledge at once: once a leader acknowledged in a
-	// newer epoch, no other leader acknowledges in an older one.
+	// newer epoch, no other leader acknowledges in an older one, unless
+	// the newer leader had applied this very write at this index. That is
+	// a late answer, not a second leader: the write was part of the
+	// history the newer epoch took over (a frozen primary that thaws to
+	// its replica's acks answers them). The design note's invariant is
+	// about epoch ranges ("no two nodes acknowledge writes in the same
+	// epoch range"), and porcupine still checks the late answer.
 	for i, l := range c.lastAck {
-		if l.id != 0 && l.epoch.Node != epoch.Node && epoch.Term < l.epoch.Term {
+		if l.id != 0 && l.epoch.Node != epoch.Node && epoch.Term < l.epoch.Term && !c.inHistory(id, index, l) {
 			c.excuse(id, index, "two-leaders", "write %d acknowledged in epoch %d/%d after node %d acknowledged write %d in epoch %d/%d",
 				id, epoch.Term, epoch.Node, i, l.id, l.epoch.Term, l.epoch.Node)
 		}
@@ -201,6 +211,13 @@ func (c *Checker) Ack(node int, id, index uint64, key string, rev int64, epoch E
 	}
 	c.acked = append(c.acked, a)
 	c.byKey[key] = append(c.byKey[key], a)
+}
+
+// inHistory reports whether the node that acknowledged l had applied
+// write id at index (the newer leader holds it in its own history).
+func (c *Checker) inHistory(id, index uint64, l ack) bool {
+	got, ok := c.nodeApplied[l.node][index]
+	return ok && got == id
 }
 
 // leaderIndex maps a node ID to its index (IDs are index+1 in a world).
@@ -226,6 +243,10 @@ func (c *Checker) Applied(node int, index, id uint64, rev int64, epoch EpochID, 
 			c.Fail("duplicate-write", "node %d applied write %d at index %d, which was applied at index %d before", node, id, index, first)
 		}
 	}
+	if c.nodeApplied[node] == nil {
+		c.nodeApplied[node] = map[uint64]uint64{}
+	}
+	c.nodeApplied[node][index] = id
 	if prev, ok := c.applied[index]; !ok {
 		c.applied[index] = a
 	} else if prev.id != id && !c.twoWay && !c.secondFault(prev) && !c.secondFault(a) {
@@ -249,13 +270,16 @@ func (c *Checker) Visible(node int, rev int64) {
 // before call. Only a leader may miss writes after a two-way partition
 // (both sides serve apart); a replica serves only under a read lease that
 // the other side's leader waited out, so its reads are always judged at
-// once.
+// once. A write already kept as a conflict record is no longer part of the
+// history (the side that wrote it lost the split brain and gave it up,
+// docs/ARCHITECTURE.md "Split brain"): a read after the merge rightly
+// misses it.
 func (c *Checker) Read(node int, leads bool, key string, call int64, out Output) {
 	for _, a := range c.byKey[key] {
 		if a.at >= call {
 			break
 		}
-		if (!out.Found || out.ModRev < a.rev) && !c.secondFault(a) {
+		if (!out.Found || out.ModRev < a.rev) && !c.secondFault(a) && !c.conflict[a.id] {
 			if !leads {
 				c.Fail("stale-read", "replica %d read %s at mod revision %d (found %v), but write %d (revision %d) was acknowledged at %.3fs, before the read began at %.3fs",
 					node, key, out.ModRev, out.Found, a.id, a.rev, float64(a.at)/1e9, float64(call)/1e9)

@@ -178,6 +178,29 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		t.Fatalf("an older epoch acknowledging after a newer one: %v", f)
 	}
 
+	// A late answer: the newer leader had applied the write (its replica
+	// acknowledged it before taking over), and the thawed older leader
+	// answers it after the newer one acknowledged its own.
+	c = NewChecker(2, clock)
+	c.Applied(1, 3, 9, 3, EpochID{Term: 4, Node: 1}, false)
+	c.Applied(1, 4, 8, 4, EpochID{Term: 5, Node: 2}, true)
+	c.Ack(1, 8, 4, "k", 4, EpochID{Term: 5, Node: 2}, true)
+	c.Applied(0, 3, 9, 3, EpochID{Term: 4, Node: 1}, false)
+	c.Ack(0, 9, 3, "k", 3, EpochID{Term: 4, Node: 1}, false)
+	if f := c.Failed(); f != nil {
+		t.Fatalf("a write of the newer leader's history answered late by the older one: %v", f)
+	}
+	// The same answer for a write the newer leader never applied is two
+	// leaders.
+	c = NewChecker(2, clock)
+	c.Applied(1, 4, 8, 4, EpochID{Term: 5, Node: 2}, true)
+	c.Ack(1, 8, 4, "k", 4, EpochID{Term: 5, Node: 2}, true)
+	c.Applied(0, 3, 9, 3, EpochID{Term: 4, Node: 1}, false)
+	c.Ack(0, 9, 3, "k", 3, EpochID{Term: 4, Node: 1}, false)
+	if f := c.Failed(); f == nil || f.Kind != "two-leaders" {
+		t.Fatalf("an older epoch acknowledging a write the newer leader lacks: %v", f)
+	}
+
 	// A write applied at two indexes took effect twice.
 	c = NewChecker(2, clock)
 	c.Applied(0, 1, 7, 1, EpochID{Term: 1, Node: 1}, false)
@@ -208,6 +231,24 @@ func TestCheckerCatchesViolations(t *testing.T) {
 	c.Final(leader)
 	if f := c.Failed(); f == nil || f.Kind != "lost-write" {
 		t.Fatalf("a write lost after a partition, without a conflict record: %v", f)
+	}
+	// A replica's read after the merge misses a write that the losing
+	// side acknowledged alone and kept as a conflict record; it still
+	// must not miss one that is not.
+	c = NewChecker(2, clock)
+	c.TwoWayCut()
+	now = 10
+	c.Ack(1, 8, 2, "k", 2, EpochID{Term: 3, Node: 2}, true)
+	c.Ack(1, 9, 3, "j", 3, EpochID{Term: 3, Node: 2}, true)
+	c.Conflict(1, 8)
+	now = 20
+	c.Read(1, false, "k", 15, Output{Rev: 4})
+	if f := c.Failed(); f != nil {
+		t.Fatalf("a read missing a write kept as a conflict record: %v", f)
+	}
+	c.Read(1, false, "j", 15, Output{Rev: 4})
+	if f := c.Failed(); f == nil || f.Kind != "stale-read" {
+		t.Fatalf("a replica's read missing a write that is no conflict record: %v", f)
 	}
 }
 

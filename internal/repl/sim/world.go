@@ -162,6 +162,11 @@ type World struct {
 		deadline int64
 	}
 	lastFault int64
+	// healed: the faults ended (Duration passed) and everything healed;
+	// a node that stops after that, because a final hand-over begun
+	// before the end completes, has its storage repaired and restarts
+	// (adapter_faults.go), as an operator would per OPERATIONS.md.
+	healed bool
 	// apart: two nodes served as leaders at once (after a two-way
 	// partition): the history is not linearizable by design, so
 	// porcupine does not judge it (the checker's deferred rules do).
@@ -204,6 +209,7 @@ func Run(s Script, cfg Config) Result {
 	stop := func() bool { return w.check.Failed() != nil }
 	if !w.q.RunUntil(end, stop) {
 		w.tracef("end of faults: heal everything, restart every node")
+		w.healed = true
 		w.net.HealAll()
 		for _, n := range w.nodes {
 			n.heal()
