@@ -147,12 +147,19 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 }
 
 // noteLapse sets lapsedFrozen when the lease ends within the last freeze
-// (a grant sent before the freeze may arrive only at the thaw, having
-// waited it out in transit: it counts as held from before the freeze),
-// and clears it once a grant reaches past the thaw.
+// or within Lease/2 after its thaw (a grant sent before the freeze may
+// arrive only at the thaw, having waited it out in transit: it counts as
+// held from before the freeze), and clears it once a grant reaches past
+// that. Lease/2 after the thaw: this node's count of the peer's silence
+// restarted at the thaw, so for that long its reports said it heard the
+// peer, and a lease ending then told the peer nothing either (sim seeds
+// 426635, 713606, 131484, 403732, 233076: a cut of the primary ->
+// replica direction, a freeze of the replica that began before its
+// reports said so, and the primary, its acks overdue, going solo while
+// the replica, told nothing, took over).
 func (d *Detector) noteLapse() {
 	switch {
-	case d.leaseUntil > d.thawedAt:
+	case d.leaseUntil > d.thawedAt+int64(d.Lease/2):
 		d.lapsedFrozen = false
 	case d.leaseUntil > d.frozeFrom:
 		d.lapsedFrozen = true
@@ -160,8 +167,8 @@ func (d *Detector) noteLapse() {
 }
 
 // LapsedFrozen reports whether this node's lease from its peer ran out
-// during a freeze of its own longer than Lease/2, and no grant has
-// reached past that thaw since. Its reports of not hearing the peer
+// during a freeze of its own longer than Lease/2 or within Lease/2 after
+// it (noteLapse), and no grant has reached past that since. Its reports of not hearing the peer
 // (HeardAgo) stopped while it was frozen and count again only from the
 // thaw, so the peer, hearing nothing from it for most of a lease (a few
 // lost heartbeats make up the rest), may have taken it for dead and, the

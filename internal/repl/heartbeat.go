@@ -65,7 +65,7 @@ func (n *Node) stepHeartbeat(m *Message) {
 		pr.Catchup.Req = 0
 		n.askCatchup()
 	}
-	if n.thawed != 0 && hb.HeardAgo >= 0 && m.Received-int64(hb.HeardAgo) >= n.thawed {
+	if n.thawed != 0 && n.heardSinceThaw(&hb, m.Received) {
 		// The peer has heard this node since its thaw: it either still
 		// follows or says it leads (noticeFreeze).
 		n.thawed = 0
@@ -126,4 +126,21 @@ func (n *Node) stepLeaving(m *Message) {
 	if n.role == RolePrimary {
 		n.goSolo("the replica is stopping")
 	}
+}
+
+// heardSinceThaw reports whether the heartbeat hb, received at now, shows
+// that the peer has heard this node since its thaw (thawed). A follower
+// shows it by echoing a send time of this run from after the thaw; its
+// HeardAgo proves nothing here: a heartbeat it sent before the freeze
+// ended may arrive only at the thaw, having waited it out in transit,
+// and a peer that was frozen itself restarts that count at its own thaw
+// (sim seed 716321: both froze, the replica took over, and the primary
+// took such a heartbeat for news and went solo beside it). A leading peer
+// grants nothing and echoes nothing; its HeardAgo is taken as before
+// (stepPrimary steps down for a leader of a newer epoch anyway).
+func (n *Node) heardSinceThaw(hb *Heartbeat, now int64) bool {
+	if hb.Role.Leads() || hb.Run == 0 {
+		return hb.HeardAgo >= 0 && now-int64(hb.HeardAgo) >= n.thawed
+	}
+	return n.det.PeerKnowsRun(hb) && hb.Echo >= n.thawed
 }

@@ -274,7 +274,7 @@ func (n *Node) stepSolo() {
 // noticeFreeze gives the detector the clock (which restarts its counts
 // after a freeze of this node) and notes in thawed a freeze of a primary
 // longer than Lease/2 that began while its replica was heard (within
-// Lease/2). The replica promotes once the primary has been silent for a
+// 3/4 Lease). The replica promotes once the primary has been silent for a
 // lease of its own running time; a primary that sent nothing for over
 // half of that may have been replaced (a few lost heartbeats make up the
 // rest), and cannot tell from here. Until its peer shows it has heard
@@ -282,6 +282,15 @@ func (n *Node) stepSolo() {
 // should the replica -> primary direction be cut, a replica that took
 // over is silent here just like a dead one, and leading alone beside it
 // made two leaders after a freeze and a one-way cut (sim seed 1250).
+//
+// Why 3/4 Lease and not Lease/2: a replica is told to hold off only by
+// a heartbeat reporting over Lease/2 of silence (PeerDeaf). A primary
+// that froze just past Lease/2 had sent one such heartbeat at most, and
+// on a lossy link that one may be lost: the replica then knows nothing
+// of the primary not hearing it, finds it silent and takes over, and the
+// primary going solo at its thaw made two leaders without a two-way cut
+// (sim seeds 745753, 234603; freeze_lossy). A quarter lease more is two
+// heartbeats (one per Lease/8) carrying that report.
 //
 // A replica already silent when the freeze began is most likely dead,
 // and the freeze is a stall (common on a loaded machine) on the way to
@@ -294,7 +303,7 @@ func (n *Node) noticeFreeze() {
 	if gap <= int64(n.cfg.Lease/2) || n.role != RolePrimary {
 		return
 	}
-	if heard := n.det.HeardAgo(n.now); heard >= 0 && int64(heard) <= gap+int64(n.cfg.Lease/2) {
+	if heard := n.det.HeardAgo(n.now); heard >= 0 && int64(heard) <= gap+int64(3*n.cfg.Lease/4) {
 		n.thawed = n.now
 	}
 }

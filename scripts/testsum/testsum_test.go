@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -153,14 +154,19 @@ func TestReadAllowListRejects(t *testing.T) {
 }
 
 func TestFuzzRace(t *testing.T) {
-	fuzzFail := func(msg string) []event {
-		return []event{
+	// fuzzFail is a failed fuzz run whose output after the FAIL line is
+	// msgs, one output event per line as go test -json writes them.
+	fuzzFail := func(msgs ...string) []event {
+		ev := []event{
 			out(pkgA, "FuzzX", "=== RUN   FuzzX\n"),
 			out(pkgA, "FuzzX", "fuzz: elapsed: 10s, execs: 5000 (0/sec), new interesting: 1 (total: 9)\n"),
 			out(pkgA, "FuzzX", "--- FAIL: FuzzX (10.01s)\n"),
-			out(pkgA, "FuzzX", msg),
-			end("fail", pkgA, "FuzzX"),
 		}
+		for _, m := range msgs {
+			ev = append(ev, out(pkgA, "FuzzX", m))
+		}
+		// Clipped: the cases below append to one result each.
+		return slices.Clip(append(ev, end("fail", pkgA, "FuzzX")))
 	}
 	race := fuzzFail("    context deadline exceeded\n")
 	crasher := append(fuzzFail("    fuzz_test.go:20: boom\n"),
@@ -171,7 +177,9 @@ func TestFuzzRace(t *testing.T) {
 		want   bool
 	}{
 		{"the bare deadline error", append(race, end("fail", pkgA, "")), true},
+		{"the bare deadline error after the target logged", append(fuzzFail("    2026/11/25 21:59:22 INFO store opened data-dir=/tmp/x revision=1\n", "    context deadline exceeded\n"), end("fail", pkgA, "")), true},
 		{"a crasher", crasher, false},
+		{"a logged line and a failure", append(fuzzFail("    2026/11/25 21:59:22 INFO store opened\n", "    fuzz_test.go:20: boom\n"), end("fail", pkgA, "")), false},
 		{"the deadline error with an input written",
 			append(race, out(pkgA, "", "Failing input written to testdata/fuzz/FuzzX/0123\n"), end("fail", pkgA, "")), false},
 		{"a unit test failure", []event{end("fail", pkgA, "TestX")}, false},
