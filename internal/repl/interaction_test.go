@@ -50,7 +50,8 @@ import (
 //	                      chunk, catchup answer) from a party that is
 //	                      not its peer; options from=b, to=7,
 //	                      version=9, range=3..4 (a heartbeat's flags)
-//	protocol              each node's protocol versions (Node.Protocol)
+//	protocol              each node's protocol versions (Node.Protocol) and
+//	                      whether it would send a batch before its flush
 //	status                one line per node
 //	log a                 the epochs of a's log
 //	trace on|off          print every delivered message
@@ -116,7 +117,7 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 				k, v, _ := strings.Cut(a.String(), "=")
 				switch k {
 				case "build":
-					x.cfg.build = parseRange(t, d, v)
+					x.cfg.Build = parseRange(t, d, v)
 					continue
 				case "minproto":
 					x.cfg.MinProtocol = parseRange(t, d, v).Min
@@ -273,7 +274,7 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 		for _, x := range h.nodes {
 			if x.n != nil {
 				p := x.n.Protocol()
-				h.printf("%s: own=%v peer=%v version=%d send=%d heartbeat=%d refused=%q", x.name, p.Own, p.Peer, p.Version, p.Send, p.Heartbeat, p.Refused)
+				h.printf("%s: own=%v peer=%v version=%d send=%d heartbeat=%d refused=%q sendfirst=%v", x.name, p.Own, p.Peer, p.Version, p.Send, p.Heartbeat, p.Refused, x.n.SendsBeforeFlush())
 			}
 		}
 	case "grant":

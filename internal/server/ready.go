@@ -16,10 +16,11 @@ import (
 // rest (slow effects go off the loop and come back as inputs). Called by
 // the apply loop after every input it gives the core.
 //
-// A leader's own batch is the exception to "persist, then send": leadBatch
-// calls this with the batch's transaction still open, so the entries go to
-// the replica while the primary's flush runs, and the two zones flush at
-// once (the core commits the lower of the two durable indexes). What else
+// A leader's own batch is the exception to "persist, then send" when the
+// pair speaks ProtocolV3 or later (Node.SendsBeforeFlush): leadBatch calls
+// this with the batch's transaction still open, so the entries go to the
+// replica while the primary's flush runs, and the two zones flush at once
+// (the core commits the lower of the two durable indexes). What else
 // goes out then claims nothing of the batch: heartbeats carry the
 // persisted index and the commit index, neither past the last flush; a
 // replica's ack is sent only by Persisted, after its own flush.
