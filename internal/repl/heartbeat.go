@@ -42,8 +42,8 @@ func (n *Node) sendHeartbeat() {
 func (n *Node) stepHeartbeat(m *Message) {
 	hb := m.Heartbeat
 	pr := n.peer
-	if n.det.Ended(hb.Run) {
-		return // sent by a run of the peer that has ended
+	if n.det.Stale(&hb) {
+		return // sent by a run of the peer that has ended, or overtaken
 	}
 	if pr.Heard && hb.Run == pr.Last.Run && hb.SentAt < pr.Last.SentAt && (hb.Run != 0 || pr.Last.SentAt-hb.SentAt < int64(n.cfg.Lease)) {
 		// Overtaken by a newer one of the same run (heartbeats travel
