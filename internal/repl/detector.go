@@ -397,6 +397,27 @@ func (d *Detector) PeerDeaf(h *Heartbeat, now int64) bool {
 	return now-d.runningSince > int64(d.Lease/2)
 }
 
+// EchoStale reports whether the peer's heartbeat h, received at at,
+// echoes none of this node's send times from the last Lease/2 of this
+// node's running time before at: the peer had not heard this node for
+// over half a lease when it sent h, whatever its HeardAgo says (a stall
+// of the peer restarts the count HeardAgo reports, Silence; the echo is
+// this node's own clock reading, and no stall of the peer resets it).
+// Only an echo of this run counts: another run's send times are on
+// another clock, and a peer that grants nothing (waiting, or a primary
+// withholding the lease) echoes nothing. A stall of this node restarts
+// the count, as for PeerDead.
+func (d *Detector) EchoStale(h *Heartbeat, at int64) bool {
+	if !d.PeerKnowsRun(h) {
+		return false
+	}
+	return at-max(h.Echo, d.runningSince) > int64(d.Lease/2)
+}
+
+// NewestEchoStale is EchoStale for the newest peer heartbeat h, taken
+// when it arrived.
+func (d *Detector) NewestEchoStale(h *Heartbeat) bool { return d.EchoStale(h, d.peerSeen) }
+
 // RunningSince is the start of this node's current uninterrupted run:
 // timeouts measured by the node start no earlier.
 func (d *Detector) RunningSince() int64 { return d.runningSince }

@@ -224,6 +224,20 @@ func (n *Node) stepPrimary() {
 			n.stepDown("the replica stopped hearing this node and takes over: waiting for it (or dyad force-primary)")
 			return
 		}
+		if !n.det.PeerDead(n.now) && n.det.NewestEchoStale(p) {
+			// The replica is still heard (its acks are overdue), but
+			// what it sends echoes nothing this node sent in the last
+			// half lease: it does not hear this node and takes over a
+			// lease into that silence. Its HeardAgo may not say so yet:
+			// a stall of the replica (over Lease/4, under the Lease/2
+			// that would make it wait: LapsedFrozen) restarts that
+			// count, and for half a lease after its thaw it reports
+			// hearing this node (sim seed 817958, freeze_replica_echo).
+			// A replica that cannot persist still hears this node and
+			// echoes it: this node goes solo without it, as it must.
+			n.stepDown("the replica has not heard this node for half a lease and takes over: waiting for it (or dyad force-primary)")
+			return
+		}
 		if n.thawed != 0 {
 			// This node was frozen long enough for the replica to take
 			// over, and has not heard it since: its silence may be a
@@ -405,10 +419,17 @@ func (n *Node) peerFresh() bool { return n.peer.Heard && n.det.PeerHeard(n.now) 
 
 // peerHearsNow reports whether the peer has heard this node within the
 // last Lease/2, as of now: the silence its last heartbeat reported plus
-// that heartbeat's age.
+// that heartbeat's age, and, if it echoes this run, the age of the
+// newest send time of this node it echoes.
 func (n *Node) peerHearsNow() bool {
 	p := &n.peer.Last
 	if !n.peerFresh() || p.HeardAgo < 0 {
+		return false
+	}
+	if n.det.EchoStale(p, n.now) {
+		// Its echo, this node's own reading, says otherwise: a stall
+		// of the peer restarted the count its HeardAgo reports (see
+		// the holding off in stepPrimary).
 		return false
 	}
 	return n.det.HeardAgo(n.now)+p.HeardAgo <= n.cfg.Lease/2
