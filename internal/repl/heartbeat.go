@@ -52,7 +52,7 @@ func (n *Node) stepHeartbeat(m *Message) {
 		return
 	}
 	newRun := pr.Heard && hb.Run != 0 && hb.Run != pr.Last.Run
-	n.det.Heard(&hb, m.Received)
+	n.det.Heard(n.leaseGrant(&hb), m.Received)
 	pr.Last, pr.Heard = hb, true
 	if newRun && n.role == RoleReplica && pr.Snap.Req == 0 && n.mergeRev == 0 && n.dropAt == 0 {
 		// The leader restarted: its log may have lost a suffix it had
@@ -143,4 +143,23 @@ func (n *Node) heardSinceThaw(hb *Heartbeat, now int64) bool {
 		return hb.HeardAgo >= 0 && now-int64(hb.HeardAgo) >= n.thawed
 	}
 	return n.det.PeerKnowsRun(hb) && hb.Echo >= n.thawed
+}
+
+// leaseGrant is hb as the detector must see it: a replica's read lease is
+// its primary's promise (it acknowledges nothing alone before the lease
+// ends, and nothing before this node holds it), so only a primary's echo
+// grants one. Any other peer's echo is dropped here (the heartbeat itself
+// is kept as heard: PeerKnowsRun still reads its echo). A peer replica
+// echoes this node's send times as the role lease of what it takes for its
+// primary: after a split whose two sides yielded to each other on stale
+// heartbeats, each followed the other's epoch, and a replica taking that
+// echo for its read lease served reads that missed the writes its peer
+// had acknowledged alone (sim seeds 415178, 846391; crossed_follow_read).
+func (n *Node) leaseGrant(hb *Heartbeat) *Heartbeat {
+	if n.role != RoleReplica || hb.Role == RolePrimary {
+		return hb
+	}
+	g := *hb
+	g.Echo = 0
+	return &g
 }
