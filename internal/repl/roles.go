@@ -139,8 +139,12 @@ func (n *Node) stepReplica() {
 	p := &n.peer.Last
 	fresh := n.peerFresh()
 	if fresh && p.Role.Leads() {
-		n.following = p.Epoch
+		n.following, n.followSoloFrom = p.Epoch, p.SoloFrom
 		n.noteFollowed(p.Epoch)
+	}
+	if n.crossedWinner(fresh) {
+		n.lead("this node and its peer each followed the other's epoch after a split; this node's history wins")
+		return
 	}
 	n.fetchIfStalled(fresh)
 	if !n.det.PeerDead(n.now) || !n.det.PeerLeaseExpired(n.now) {

@@ -91,6 +91,7 @@ func (n *Node) follow() {
 	n.verified = false
 	n.mergeRev = 0
 	n.following = n.peer.Last.Epoch
+	n.followSoloFrom, n.crossedSince = n.peer.Last.SoloFrom, 0
 	n.noteFollowed(n.following)
 	n.ledLast = false
 	n.peer.Catchup.Req = 0 // answers to requests made before describe an older peer
