@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dyad-db/dyad/internal/bench"
+	"github.com/dyad-db/dyad/internal/bench/floor"
 	"github.com/dyad-db/dyad/internal/bench/report"
 	"github.com/dyad-db/dyad/internal/bench/scale"
 	"github.com/dyad-db/dyad/internal/bench/target"
@@ -32,7 +34,8 @@ func benchCmd() *cobra.Command {
 		total                                                                                       int64
 		seed                                                                                        uint64
 		valueSize                                                                                   int
-		keep                                                                                        bool
+		keep, noFloor                                                                               bool
+		floorSamples                                                                                int
 		tz                                                                                          twozone.Config
 		zoneDelays                                                                                  string
 		sc                                                                                          scale.Config
@@ -82,6 +85,20 @@ and the scale profile, after a target's operations too:
                rate and watch lag under --scale-watchers watchers, and put
                latency during a storm of paginated LISTs
 "all" (the default) is every profile of every list.
+
+The write floor: when a run measures put or runs the delay cases, bench
+first measures what a replicated write cannot cost less than on this
+machine: an append of a --value-size record plus fdatasync to a file
+preallocated in the work directory (--floor-samples of them), plus one DDS
+round trip of a --value-size message between two zones' namespaces laid out
+as dyad-pair's (dyad perf's ddsnet ping-pong, run by --dyad-bin), for every
+zone layout of the run (the veth, and each delay through the shaper). The
+report's "Write floor" section gives the parts, floor = fdatasync p50 +
+round trip p50, and every put p50 and p99 at 1 client divided by the floor
+of its layout. With Cyclone's ddsperf on PATH, its round trip in the same
+namespaces is shown beside it for reference, and the floor it would give.
+It takes a few seconds per layout; --no-floor skips it.
+
 The k8s and phases keys live under /registry/bench.dyad.io/dyad-bench/, the
 raw ones under dyad-bench/. An operation a target does not implement is
 reported as "unsupported".
@@ -162,6 +179,17 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			cfg.Out = out
 			cfg.Env = target.Env{Bins: target.Bins{Dyad: dyadBin, PeersDir: peersDir, PGBinDir: pgBin},
 				WorkDir: workDir, LogLevel: logLevel}
+			if !noFloor {
+				layouts := floorLayouts(cfg.Targets, cfg.Ops, slices.Contains(zoneProfiles, twozone.ProfileDelay), tz.Delays)
+				if len(layouts) > 0 {
+					fc := floor.Config{Dir: workDir, Size: valueSize, Samples: floorSamples, Layouts: layouts,
+						RoundTrip: floorRoundTrip(dyadBin), Method: floorMethod}
+					if bin, err := exec.LookPath("ddsperf"); err == nil {
+						fc.Reference, fc.RefName = floorReference(bin), "ddsperf"
+					}
+					cfg.Floor, cfg.FloorTime = fc.Run, fc.Expected()
+				}
+			}
 			if withScale {
 				cfg.Env.QuotaBytes = 8 << 30 // 500,000 objects of 2 KiB outgrow the default 2 GiB
 			}
@@ -213,6 +241,8 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.StringVar(&zoneDelays, "zone-delays", "0s,0.5ms,2ms", "delay: comma-separated one-way delays between the zones (0s: through the shaper, no delay).")
 	fl.DurationVar(&tz.DelayDuration, "delay-duration", 5*time.Second, "delay: measured time per cell.")
 	fl.IntVar(&tz.DelayClients, "delay-clients", 64, "delay: clients of the throughput cell.")
+	fl.BoolVar(&noFloor, "no-floor", false, "Skip the write floor (measured before the first target when the run has puts or the delay cases; see above).")
+	fl.IntVar(&floorSamples, "floor-samples", 1000, "Write floor: fdatasyncs timed, and DDS round trips per zone layout (fewer when the zones are far apart).")
 	fl.Uint64Var(&seed, "seed", 1, "Seed of every key and value: the same seed sends the same requests to every target.")
 	fl.IntVar(&valueSize, "value-size", 256, "Bytes per written value (printable text).")
 	fl.StringVar(&out, "out", "", "Results directory (default bench-results/<date-time>).")

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/dyad-db/dyad/internal/bench/floor"
 	"github.com/dyad-db/dyad/internal/bench/report"
 	"github.com/dyad-db/dyad/internal/bench/target"
+	"github.com/dyad-db/dyad/internal/bench/workload"
 )
 
 // TestChainExtras: the chained extras run in turn on a target they apply
@@ -40,5 +43,37 @@ func TestChainExtras(t *testing.T) {
 	}
 	if len(fracs) != 2 || fracs[0] != 0.25 || fracs[1] != 1 {
 		t.Fatalf("progress %v, want [0.25 1]", fracs)
+	}
+}
+
+// TestFloorLayouts: the floor measures the layout of every target when
+// the run has puts (a name with @<delay> is shaped), the delay profile's
+// delays when it runs on dyad-pair or etcd-3, each once.
+func TestFloorLayouts(t *testing.T) {
+	const ms = time.Millisecond
+	put := []workload.Op{workload.Put, workload.RangeL}
+	tests := []struct {
+		name    string
+		targets []string
+		ops     []workload.Op
+		delay   bool
+		delays  []time.Duration
+		want    []floor.Layout
+	}{
+		{"raw put", []string{"dyad", "dyad-pair", "etcd-1", "etcd-3"}, put, false, nil, []floor.Layout{floor.Direct}},
+		{"no put, no delay", []string{"dyad-pair"}, []workload.Op{workload.RangeL}, false, nil, nil},
+		{"shaped targets", []string{"dyad-pair@2ms", "etcd-3@2ms", "dyad"}, put, false, nil,
+			[]floor.Layout{floor.Shaped(2 * ms), floor.Direct}},
+		{"delay profile", []string{"dyad-pair", "etcd-3"}, nil, true, []time.Duration{0, ms / 2, 2 * ms},
+			[]floor.Layout{floor.Shaped(0), floor.Shaped(ms / 2), floor.Shaped(2 * ms)}},
+		{"delay profile without its systems", []string{"dyad", "etcd-1"}, nil, true, []time.Duration{2 * ms}, nil},
+		{"both", []string{"dyad-pair"}, put, true, []time.Duration{2 * ms},
+			[]floor.Layout{floor.Direct, floor.Shaped(2 * ms)}},
+	}
+	for _, tc := range tests {
+		got := floorLayouts(tc.targets, tc.ops, tc.delay, tc.delays)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

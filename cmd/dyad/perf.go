@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +39,9 @@ type perfJob struct {
 	Sizes    []int
 	Count    int
 	TputDur  time.Duration
+	// Lock runs each end's writing goroutine locked to its OS thread
+	// (runtime.LockOSThread): --lock-writers' A/B rows.
+	Lock bool
 }
 
 func (j perfJob) config() dds.Config {
@@ -52,12 +56,22 @@ func (j perfJob) config() dds.Config {
 // goroutine as the replication loop is (cmd/dyad/perf_ddsnet.go). "pair"
 // is the whole path: a Put on a primary replicated to its replica by the
 // real server code over ddsnet (cmd/dyad/perf_pair.go).
-var perfPaths = []struct {
+type perfPathSpec struct {
 	name   string
 	inline bool
 	net    bool
 	pair   bool
-}{{"dyad-inline", true, false, false}, {"dyad-channel", false, false, false}, {"dyad-ddsnet", false, true, false}, {"dyad-pair", false, false, true}}
+	lock   bool
+}
+
+var perfPaths = []perfPathSpec{{"dyad-inline", true, false, false, false}, {"dyad-channel", false, false, false, false},
+	{"dyad-ddsnet", false, true, false, false}, {"dyad-pair", false, false, true, false}}
+
+// perfLockedPaths are --lock-writers' extra rows: the goroutine paths
+// again with each end's writing goroutine locked to its OS thread, in the
+// same run as the unlocked rows (an A/B: only ratios within one run mean
+// anything on a shared machine).
+var perfLockedPaths = []perfPathSpec{{"dyad-channel+lock", false, false, false, true}, {"dyad-ddsnet+lock", false, true, false, true}}
 
 func perfCmd() *cobra.Command {
 	var (
@@ -65,7 +79,7 @@ func perfCmd() *cobra.Command {
 		count                                        int
 		tputDur, delay                               time.Duration
 		domain                                       uint32
-		noTput, secure                               bool
+		noTput, secure, lockWriters                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "perf",
@@ -94,7 +108,10 @@ trip and the replica's part, and another splits the ddsnet round trip
 (pings of 48 bytes or more, stamped by both ends on the host's clock)
 into write (Send), deliver (to the peer's notification), wake (to its
 consumer goroutine running), take (to the message in hand) and the
-responder's turn, as means and as medians.
+responder's turn, as means and as medians. A last one splits the pinger's
+writes (dyad-inline, dyad-channel, dyad-ddsnet) into the caller's own work,
+the cgo call, and dds_write's time on and off the CPU, stamped in C, with
+the writing thread's context switches.
 Ratios are dyad ÷ ddsperf at the same size.
 
 DDS Security: --secure makes a CA, an identity per end, and governance and
@@ -133,7 +150,7 @@ Cyclone configuration can still be passed with --dds-config.`,
 				ddsperfBin, _ = exec.LookPath("ddsperf")
 			}
 			return runPerf(ctx, cmd, perfRun{sizes: sz, count: count, tputDur: tputDur, domain: domain,
-				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, secure: secure})
+				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, secure: secure, lockWriters: lockWriters})
 		},
 	}
 	f := cmd.Flags()
@@ -147,6 +164,7 @@ Cyclone configuration can still be passed with --dds-config.`,
 	f.StringVar(&ddsperfBin, "ddsperf", "", "path of Cyclone's ddsperf (default: from PATH; if absent the baseline is skipped)")
 	f.StringVar(&out, "out", "", "directory for results.json, results.md and rtt.svg")
 	f.DurationVar(&delay, "delay", 0, "one-way delay to add on the veth pair (not supported: this kernel lacks sch_netem)")
+	f.BoolVar(&lockWriters, "lock-writers", false, "experiment: add dyad-channel and dyad-ddsnet rows whose writing goroutines are locked to their OS threads")
 	f.StringVar(&role, "role", "", "internal: run as the respond or ping child")
 	f.StringVar(&job, "job", "", "internal: the child's job (JSON)")
 	f.MarkHidden("role")
@@ -200,7 +218,7 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 		return err
 	}
 	defer p.Close()
-	opt := dds.PerfOptions{Mode: dds.ReceiveListener, Inline: j.Inline}
+	opt := dds.PerfOptions{Mode: dds.ReceiveListener, Inline: j.Inline, StampWrites: true, LockOSThread: j.Lock}
 	switch role {
 	case "respond":
 		fmt.Fprintln(w, "ready")
@@ -214,6 +232,11 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 				return fmt.Errorf("ping size %d: %w", sz, err)
 			}
 			row.RTT = perf.RTT{Count: st.Count, P50: st.P50, P90: st.P90, P99: st.P99, Max: st.Max}
+			ws := make([]perf.WriteSample, 0, len(st.Writes))
+			for _, w := range st.Writes {
+				ws = append(ws, perfWriteSample(w.Send, w.Stamp))
+			}
+			row.Writes = perf.SplitWrites(ws, perfWriteSample(0, dds.StampCost(1000)))
 			if j.TputDur > 0 {
 				tp, err := dds.Throughput(ctx, p, opt, sz, j.TputDur)
 				if err != nil {
@@ -230,6 +253,11 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 	return fmt.Errorf("perf: unknown role %q", role)
 }
 
+// perfWriteSample is a stamped write of a Send that took send.
+func perfWriteSample(send time.Duration, st dds.WriteStamp) perf.WriteSample {
+	return perf.WriteSample{Send: send, Call: st.Call, Write: st.Write, CPU: st.CPU, Voluntary: st.Voluntary, Involuntary: st.Involuntary}
+}
+
 type perfRun struct {
 	sizes   []int
 	count   int
@@ -240,6 +268,8 @@ type perfRun struct {
 	out     string
 	noTput  bool
 	secure  bool
+	// lockWriters adds perfLockedPaths.
+	lockWriters bool
 }
 
 // pathTimeout bounds one dyad path (all sizes): 2 ms per round trip (about
@@ -301,7 +331,11 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 		variants = append(variants, perfVariant{perf.SecureSuffix, sa, sb, time.Second})
 	}
 
-	steps := len(perfPaths) * len(variants)
+	paths := perfPaths
+	if r.lockWriters {
+		paths = append(slices.Clone(paths), perfLockedPaths...)
+	}
+	steps := len(paths) * len(variants)
 	if r.ddsperf != "" {
 		steps += len(r.sizes) * len(variants)
 	}
@@ -334,13 +368,14 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 			}
 		}
 	}
-	for _, path := range perfPaths {
+	for _, path := range paths {
 		for _, v := range variants {
 			name := path.name + v.suffix
 			bar.Describe(name)
 			a, b := v.jobA, v.jobB
 			a.Net, b.Net = path.net, path.net
 			a.Pair, b.Pair = path.pair, path.pair
+			a.Lock, b.Lock = path.lock, path.lock
 			// A path that stops making progress (seen once with DDS Security,
 			// not reproduced) becomes an error row instead of a hung run.
 			pctx, cancel := context.WithTimeout(ctx, r.pathTimeout())

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dyad-db/dyad/internal/dds"
 	"github.com/dyad-db/dyad/internal/ddsnet"
 	"github.com/dyad-db/dyad/internal/perf"
 	"github.com/dyad-db/dyad/internal/transport"
@@ -37,6 +39,9 @@ type perfInbox struct {
 	// Ready fired (the owner's goroutine only): the stamps of NetPath.
 	notified [transport.NumClasses]atomic.Int64
 	woke     int64
+	// wrote is what the owner's last Send of a Log message measured of
+	// its write (Config.OnWrite runs on the Send's goroutine).
+	wrote dds.WriteStamp
 }
 
 func (q *perfInbox) offer(ms []*transport.Message) bool {
@@ -87,7 +92,12 @@ func (q *perfInbox) stamps(c transport.Class, since int64) (notified, woke int64
 func perfNet(j perfJob, node uint64) (*ddsnet.Net, *perfInbox, error) {
 	q := &perfInbox{ch: make(chan *transport.Message, 4096)}
 	n, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfNetCluster, Node: node, Prefix: "dyadperf",
-		OnNotify: func(c transport.Class) { q.notified[c].Store(time.Now().UnixNano()) }})
+		OnNotify: func(c transport.Class) { q.notified[c].Store(time.Now().UnixNano()) },
+		OnWrite: func(c transport.Class, st dds.WriteStamp) {
+			if c == transport.Log {
+				q.wrote = st
+			}
+		}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,6 +118,10 @@ func perfNetRespond(ctx context.Context, j perfJob, ready func()) error {
 		return err
 	}
 	defer n.Close()
+	if j.Lock {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	ready()
 	var data uint64
 	var lastSend int64 // the previous pong's Send, ns
@@ -160,6 +174,10 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 		return err
 	}
 	defer n.Close()
+	if j.Lock {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	var seq uint64
 	// await waits for the answer of kind to seq (older answers, e.g. to
 	// repeated warm-up pings, are skipped).
@@ -177,6 +195,7 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 		}
 	}
 	var path netPathSums
+	var writes []perf.WriteSample
 	roundTrip := func(payload []byte, timeout time.Duration) (bool, error) {
 		seq++
 		start := time.Now()
@@ -187,6 +206,9 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 			return false, err
 		}
 		sent := time.Now()
+		if payload != nil {
+			writes = append(writes, perfWriteSample(sent.Sub(start), in.wrote))
+		}
 		m, err := await(perfNetPongKind, timeout)
 		if m != nil && len(m.Payload) >= netPathBytes {
 			path.add(in, start, sent, m.Payload)
@@ -206,6 +228,7 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 		payload := make([]byte, sz)
 		d := make([]time.Duration, 0, j.Count)
 		path = netPathSums{}
+		writes = writes[:0]
 		for range j.Count {
 			t := time.Now()
 			ok, err := roundTrip(payload, 10*time.Second)
@@ -217,7 +240,7 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 			}
 			d = append(d, time.Since(t))
 		}
-		row := perf.Row{Size: sz, RTT: perf.Summarise(d), Path: path.path()}
+		row := perf.Row{Size: sz, RTT: perf.Summarise(d), Path: path.path(), Writes: perf.SplitWrites(writes, perfWriteSample(0, dds.StampCost(1000)))}
 		if j.TputDur > 0 {
 			if row.Tput, err = perfNetThroughput(ctx, n, &seq, await, payload, j.TputDur); err != nil {
 				return fmt.Errorf("perf: ddsnet throughput at size %d: %w", sz, err)

@@ -43,6 +43,13 @@ type Config struct {
 	// of the time left holds. Without it (or at 0) Extra counts as one
 	// cell of the matrix.
 	ExtraTime func(t target.Target) time.Duration
+	// Floor, when set, runs once before the first target starts, so that
+	// no target competes with it, and may add sections to the report: the
+	// write floor (package floor). FloorTime is how long it is expected
+	// to take, its share of the progress bar. A Floor that fails is a note
+	// in the report, not a failed run.
+	Floor     func(ctx context.Context, rep *report.Report, progress func(desc string, frac float64)) error
+	FloorTime time.Duration
 	// CellGrace is how long a cell of the matrix may run beyond its
 	// warm-up and duration before it is given up (default 3 min: the
 	// prefill on the slowest target). A target that died mid-run would
@@ -57,7 +64,7 @@ const keyPrefix = "dyad-bench/"
 // Run measures every target and writes the report into cfg.Out. An error
 // means no report could be written; failed targets are recorded in it.
 func Run(ctx context.Context, cfg Config) (*report.Report, error) {
-	if len(cfg.Targets) == 0 || (len(cfg.Ops) == 0 && cfg.Extra == nil) || len(cfg.Clients) == 0 {
+	if len(cfg.Targets) == 0 || (len(cfg.Ops) == 0 && cfg.Extra == nil && cfg.Floor == nil) || len(cfg.Clients) == 0 {
 		return nil, errors.New("bench: nothing to run (targets, operations and client counts must be non-empty)")
 	}
 	targets := make([]target.Target, 0, len(cfg.Targets))
@@ -88,7 +95,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	// time left holds although the two-zone benchmarks take minutes where
 	// a cell of the matrix takes seconds.
 	weights := make([]targetWeight, len(targets))
-	var total int64
+	floorWeight := int64(0)
+	if cfg.Floor != nil {
+		floorWeight = max(cfg.FloorTime.Milliseconds(), 1)
+	}
+	total := floorWeight
 	for i, t := range targets {
 		weights[i] = cfg.weight(t)
 		total += weights[i].total()
@@ -102,8 +113,21 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		progressbar.OptionSetPredictTime(true), progressbar.OptionFullWidth(),
 		progressbar.OptionSetDescription("starting"), progressbar.OptionThrottle(100*time.Millisecond))
 
-	var done int64 // weight of the cells finished
+	if cfg.Floor != nil {
+		err := cfg.Floor(ctx, rep, func(desc string, frac float64) {
+			bar.Describe(desc)
+			_ = bar.Set64(int64(min(max(frac, 0), 1) * float64(floorWeight)))
+		})
+		if err != nil {
+			rep.Notes = append(rep.Notes, "The write floor was not measured in full: "+err.Error())
+		}
+		_ = bar.Set64(floorWeight)
+	}
+	done := floorWeight // weight of the parts finished
 	for i, t := range targets {
+		if ctx.Err() != nil {
+			break
+		}
 		w := weights[i]
 		cur := w.cell // weight of the cell under way
 		tr := runTarget(ctx, cfg, t, rep, func(desc string) { bar.Describe(desc) },
@@ -115,7 +139,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 			func(frac float64) { _ = bar.Set64(done + int64(frac*float64(cur))) },
 			func() { done += cur })
 		rep.Targets = append(rep.Targets, tr)
-		done = 0
+		done = floorWeight
 		for _, w := range weights[:i+1] {
 			done += w.total()
 		}

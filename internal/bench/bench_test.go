@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +75,56 @@ func TestDeadTargetEndsTheCell(t *testing.T) {
 	}
 	if !strings.Contains(tr.Error, "no answer within") || len(tr.Results) != 0 {
 		t.Fatalf("error %q with %d results, want the first cell to fail as unanswered", tr.Error, len(tr.Results))
+	}
+}
+
+// floorSection is a report section a Floor adds.
+type floorSection struct{}
+
+func (floorSection) Title() string { return "Floor under test" }
+func (floorSection) Markdown(w io.Writer) error {
+	_, err := io.WriteString(w, "floor figures\n")
+	return err
+}
+func (floorSection) HTML(w io.Writer) error { return nil }
+
+// TestFloorRunsFirst: the Floor runs before any target starts, its
+// section reaches the written report, its failure is a note there, and a
+// run cancelled during the Floor starts no target.
+func TestFloorRunsFirst(t *testing.T) {
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	targetsSeen := -1
+	cfg := Config{
+		Targets: []string{"external"}, Clients: []int{1}, Out: out,
+		Env: target.Env{WorkDir: t.TempDir(), External: []string{"127.0.0.1:1"}},
+		Floor: func(_ context.Context, rep *report.Report, progress func(string, float64)) error {
+			targetsSeen = len(rep.Targets)
+			rep.Sections = append(rep.Sections, floorSection{})
+			progress("floor", 1)
+			cancel()
+			return errors.New("no round trip")
+		},
+		FloorTime: time.Second,
+	}
+	rep, err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want the cancellation", err)
+	}
+	if targetsSeen != 0 {
+		t.Errorf("the floor saw %d targets, want it to run first", targetsSeen)
+	}
+	if len(rep.Targets) != 0 {
+		t.Errorf("targets %+v ran after a cancellation", rep.Targets)
+	}
+	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"## Floor under test", "floor figures", "The write floor was not measured in full: no round trip"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("summary lacks %q:\n%s", s, md)
+		}
 	}
 }

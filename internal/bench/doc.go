@@ -14,4 +14,7 @@
 // target while it is still up, and may add sections to the report; the
 // two-zone benchmarks (package twozone: replication lag, failover, false
 // failovers under load, the zone-loss contrast) plug in there.
+// Config.Floor runs once before the first target, while no target is up:
+// the write floor (package floor), against which the report reads every
+// put latency.
 package bench

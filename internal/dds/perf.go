@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -37,6 +38,19 @@ type PerfOptions struct {
 	Verify bool
 	// MatchTimeout bounds discovery of the peer. Default 10s.
 	MatchTimeout time.Duration
+	// LockOSThread locks the goroutines that write (PingPong's and
+	// Respond's, when not Inline) to their OS threads.
+	LockOSThread bool
+	// StampWrites makes PingPong measure its pings' writes
+	// (Writer.WriteStamped) into Stats.Writes.
+	StampWrites bool
+}
+
+// PerfWrite is one of PingPong's stamped ping writes: Send is the Write
+// call as its caller saw it.
+type PerfWrite struct {
+	Send  time.Duration
+	Stamp WriteStamp
 }
 
 // Stats summarise a PingPong (round-trip times) or Throughput run.
@@ -51,6 +65,8 @@ type Stats struct {
 	Rate     float64 // samples/s (Throughput)
 	MBps     float64 // payload MB/s (10^6 bytes, Throughput)
 	Timeouts int     // Write calls that returned ErrTimeout and were retried
+	// Writes are the measured pings' writes (PerfOptions.StampWrites).
+	Writes []PerfWrite `json:",omitempty"`
 }
 
 func (s Stats) String() string {
@@ -124,6 +140,10 @@ func Respond(ctx context.Context, p *Participant, opt PerfOptions) error {
 		<-ctx.Done()
 		return nil
 	}
+	if opt.LockOSThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,6 +187,20 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 		payload[i] = byte(i)
 	}
 	rtts := make([]time.Duration, 0, count)
+	var writes []PerfWrite
+	// ping writes a measured ping (stamped with opt.StampWrites). It runs
+	// where the pings are sent: on the receive thread (inline) or the
+	// caller's goroutine, never both at once.
+	ping := func(w *Writer, h *Header) error {
+		if !opt.StampWrites {
+			return w.Write(h, payload)
+		}
+		var st WriteStamp
+		t := time.Now()
+		err := w.WriteStamped(h, payload, &st)
+		writes = append(writes, PerfWrite{Send: time.Since(t), Stamp: st})
+		return err
+	}
 	pongs := make(chan uint64, 16) // warm-up pong seen (inline mode)
 	done := make(chan error, 1)
 	w, err := p.NewWriter(PerfPingTopic, QoS{})
@@ -202,7 +236,7 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 			}
 			next++
 			t0 = time.Now()
-			if err := w.Write(&Header{Kind: perfPing, Index: next}, payload); err != nil {
+			if err := ping(w, &Header{Kind: perfPing, Index: next}); err != nil {
 				done <- err
 			}
 		}
@@ -264,9 +298,13 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 			return Stats{}, ctx.Err()
 		}
 	} else {
+		if opt.LockOSThread {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
 		for i := 1; i <= count; i++ {
 			t := time.Now()
-			if err := w.Write(&Header{Kind: perfPing, Index: uint64(i)}, payload); err != nil {
+			if err := ping(w, &Header{Kind: perfPing, Index: uint64(i)}); err != nil {
 				return Stats{}, err
 			}
 			if _, err := recv(uint64(i), nil); err != nil {
@@ -275,7 +313,9 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 			rtts = append(rtts, time.Since(t))
 		}
 	}
-	return rttStats(size, rtts, time.Since(start)), nil
+	st := rttStats(size, rtts, time.Since(start))
+	st.Writes = writes
+	return st, nil
 }
 
 // Throughput publishes size-byte samples as fast as the reliable protocol

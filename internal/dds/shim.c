@@ -1,20 +1,54 @@
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <string.h>
+#include <time.h>
+#include <sys/resource.h>
 #include "shim.h"
+
+static void dyad_envelope(dyad_Envelope *s, const dyad_hdr *h, const void *buf, uint32_t len)
+{
+  s->version = h->version;
+  s->kind = h->kind;
+  s->flags = h->flags;
+  s->cluster = h->cluster;
+  s->node = h->node;
+  s->term = h->term;
+  s->index = h->index;
+  s->payload._maximum = len;
+  s->payload._length = len;
+  s->payload._buffer = (uint8_t *) buf;
+  s->payload._release = false;
+}
+
+static int64_t dyad_ns(clockid_t c)
+{
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, dyad_wstamp *st)
+{
+  dyad_Envelope s;
+  struct rusage r0, r1;
+  dyad_envelope(&s, h, buf, len);
+  int64_t w0 = dyad_ns(CLOCK_MONOTONIC);
+  getrusage(RUSAGE_THREAD, &r0);
+  int64_t c0 = dyad_ns(CLOCK_THREAD_CPUTIME_ID);
+  dds_return_t rc = wr == 0 ? 0 : dds_write(wr, &s);
+  int64_t c1 = dyad_ns(CLOCK_THREAD_CPUTIME_ID);
+  getrusage(RUSAGE_THREAD, &r1);
+  int64_t w1 = dyad_ns(CLOCK_MONOTONIC);
+  st->wall_ns = w1 - w0;
+  st->cpu_ns = c1 - c0;
+  st->nvcsw = r1.ru_nvcsw - r0.ru_nvcsw;
+  st->nivcsw = r1.ru_nivcsw - r0.ru_nivcsw;
+  return rc;
+}
 
 dds_return_t dyad_write(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len)
 {
   dyad_Envelope s;
-  s.version = h->version;
-  s.kind = h->kind;
-  s.flags = h->flags;
-  s.cluster = h->cluster;
-  s.node = h->node;
-  s.term = h->term;
-  s.index = h->index;
-  s.payload._maximum = len;
-  s.payload._length = len;
-  s.payload._buffer = (uint8_t *) buf;
-  s.payload._release = false;
+  dyad_envelope(&s, h, buf, len);
   return dds_write(wr, &s);
 }
 

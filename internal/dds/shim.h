@@ -22,6 +22,24 @@ typedef struct dyad_hdr {
 // dds_write copies/serialises synchronously, so buf is not retained.
 dds_return_t dyad_write(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len);
 
+// dyad_wstamp is what dyad_write_stamped measured of one dds_write on the
+// calling thread: its wall time (CLOCK_MONOTONIC), the thread's CPU time
+// (CLOCK_THREAD_CPUTIME_ID) and the thread's voluntary and involuntary
+// context switches (getrusage(RUSAGE_THREAD)) between entering and leaving
+// dds_write. Instrumentation for dyad perf only.
+typedef struct dyad_wstamp {
+  int64_t wall_ns;
+  int64_t cpu_ns;
+  int64_t nvcsw;
+  int64_t nivcsw;
+} dyad_wstamp;
+
+// dyad_write_stamped is dyad_write measuring dds_write into *st. The
+// wall clock's reads are the outermost, then getrusage's, then the CPU
+// clock's, so the CPU time lies within the wall time. wr 0 stamps nothing
+// (no write): what the stamping itself costs.
+dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, dyad_wstamp *st);
+
 // dyad_rx is a per-reader receive area in C memory. The Go side reads the
 // loaned samples directly (no cgo call) and hands the loan back on the next
 // call to dyad_wait_take (or dyad_return).

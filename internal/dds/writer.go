@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -67,6 +68,55 @@ func (p *Participant) NewWriter(topic string, qos QoS) (*Writer, error) {
 // then returns an error for which errors.Is(err, ErrTimeout) holds; the
 // sample was not sent. One cgo call per Write.
 func (w *Writer) Write(h *Header, payload []byte) error {
+	return w.write(h, payload, nil)
+}
+
+// WriteStamp is what WriteStamped measured of one write. Instrumentation
+// (dyad perf): it tells the binding's part of a write from Cyclone's and,
+// within Cyclone's, time on the CPU from time off it.
+type WriteStamp struct {
+	// Call is the cgo call seen from Go: from just before it to just
+	// after it returned (entry, the C-side stamps and dds_write).
+	Call time.Duration
+	// Write is dds_write's wall time, stamped in C on the calling
+	// thread; the getrusage and CPU-clock reads of the stamping lie
+	// inside it (StampCost), the wall clock's own reads outside.
+	Write time.Duration
+	// CPU is the calling thread's CPU time inside dds_write: Cyclone's
+	// serialisation and send and the kernel's work in the thread's
+	// syscalls (over a veth pair, the delivery into the peer's socket).
+	// Write - CPU is time the thread was off the CPU.
+	CPU time.Duration
+	// Voluntary and Involuntary count the thread's context switches
+	// inside dds_write: it blocked (a lock, a full socket) or was
+	// preempted.
+	Voluntary, Involuntary int64
+}
+
+// StampCost is what WriteStamped's own stamping adds to each of its
+// figures (the medians of n stampings around no write, on the caller's
+// thread): Call, Write and CPU include it.
+func StampCost(n int) WriteStamp {
+	var hdr C.dyad_hdr
+	var calls, walls, cpus []int64
+	for range max(n, 1) {
+		var ws C.dyad_wstamp
+		t0 := time.Now()
+		C.dyad_write_stamped(0, &hdr, nil, 0, &ws)
+		calls = append(calls, int64(time.Since(t0)))
+		walls, cpus = append(walls, int64(ws.wall_ns)), append(cpus, int64(ws.cpu_ns))
+	}
+	med := func(v []int64) int64 { slices.Sort(v); return v[len(v)/2] }
+	return WriteStamp{Call: time.Duration(med(calls)), Write: time.Duration(med(walls)), CPU: time.Duration(med(cpus))}
+}
+
+// WriteStamped is Write measuring the write into st (a few clock reads
+// and two getrusage calls more than Write).
+func (w *Writer) WriteStamped(h *Header, payload []byte, st *WriteStamp) error {
+	return w.write(h, payload, st)
+}
+
+func (w *Writer) write(h *Header, payload []byte, st *WriteStamp) error {
 	hdr := C.dyad_hdr{
 		version: C.uint16_t(h.Version),
 		kind:    C.uint16_t(h.Kind),
@@ -88,7 +138,15 @@ func (w *Writer) Write(h *Header, payload []byte) error {
 	if w.closed {
 		return ErrClosed
 	}
-	return ddsErr("dds_write", C.dyad_write(w.handle, &hdr, ptr, C.uint32_t(len(payload))))
+	if st == nil {
+		return ddsErr("dds_write", C.dyad_write(w.handle, &hdr, ptr, C.uint32_t(len(payload))))
+	}
+	var ws C.dyad_wstamp
+	t0 := time.Now()
+	rc := C.dyad_write_stamped(w.handle, &hdr, ptr, C.uint32_t(len(payload)), &ws)
+	*st = WriteStamp{Call: time.Since(t0), Write: time.Duration(ws.wall_ns), CPU: time.Duration(ws.cpu_ns),
+		Voluntary: int64(ws.nvcsw), Involuntary: int64(ws.nivcsw)}
+	return ddsErr("dds_write", rc)
 }
 
 // WaitForAcks waits up to timeout until every reliable reader matched has

@@ -40,6 +40,11 @@ type Config struct {
 	// the consumer is woken; it must be quick. Instrumentation: dyad perf
 	// times the layers of a round trip with it.
 	OnNotify func(c transport.Class)
+	// OnWrite, if set, is called on Send's goroutine after each of Send's
+	// own writes (not the flusher's) of class c, with what the write
+	// measured (dds.Writer.WriteStamped). Instrumentation: dyad perf
+	// splits Send's time with it.
+	OnWrite func(c transport.Class, st dds.WriteStamp)
 }
 
 // Net is one node's DDS transport.

@@ -73,13 +73,13 @@ func (n *Net) Send(m *transport.Message) error {
 		}()
 	}
 	if blocking(m.Class) {
-		return n.sendErr(n.w[m.Class].Write(&h, payload))
+		return n.sendErr(n.write(m.Class, &h, payload))
 	}
 	o := &n.out[m.Class]
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.backlog) == 0 {
-		err := n.w[m.Class].Write(&h, payload)
+		err := n.write(m.Class, &h, payload)
 		if !errors.Is(err, dds.ErrTimeout) {
 			return n.sendErr(err)
 		}
@@ -96,6 +96,18 @@ func (n *Net) Send(m *transport.Message) error {
 	default: // the flusher is already due to run
 	}
 	return nil
+}
+
+// write is Send's write of class c, stamped for Config.OnWrite when set.
+func (n *Net) write(c transport.Class, h *dds.Header, payload []byte) error {
+	f := n.cfg.OnWrite
+	if f == nil {
+		return n.w[c].Write(h, payload)
+	}
+	var st dds.WriteStamp
+	err := n.w[c].WriteStamped(h, payload, &st)
+	f(c, st)
+	return err
 }
 
 // sendErr maps a write's error to the transport's, counting timeouts.

@@ -45,10 +45,13 @@ func us(s string) time.Duration {
 	return time.Duration(f * float64(time.Microsecond))
 }
 
-// ParsePing summarises ddsperf ping output. ddsperf only reports
-// per-second intervals, so the percentiles are the count-weighted mean of
-// the intervals' percentiles (max is the overall max); the first interval
-// (discovery, warm-up) is dropped when there are others.
+// ParsePing summarises ddsperf ping output as round trips. ddsperf
+// prints half of each round trip (it records (now − the ping's source
+// timestamp) / 2, a one-way estimate), so every figure is doubled: with
+// the zones 2 ms apart each way it prints about 2 ms, not 4. ddsperf only
+// reports per-second intervals, so the percentiles are the count-weighted
+// mean of the intervals' percentiles (max is the overall max); the first
+// interval (discovery, warm-up) is dropped when there are others.
 func ParsePing(out string) (RTT, error) {
 	type iv struct {
 		p50, p90, p99, max time.Duration
@@ -64,7 +67,7 @@ func ParsePing(out string) (RTT, error) {
 		if n == 0 {
 			continue
 		}
-		ivs = append(ivs, iv{us(m[4]), us(m[5]), us(m[6]), us(m[7]), n})
+		ivs = append(ivs, iv{2 * us(m[4]), 2 * us(m[5]), 2 * us(m[6]), 2 * us(m[7]), n})
 	}
 	if len(ivs) == 0 {
 		return RTT{}, fmt.Errorf("ddsperf ping: no result lines in output:\n%s", lastLines(out, 5))

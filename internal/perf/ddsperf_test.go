@@ -17,9 +17,11 @@ func TestParsePing(t *testing.T) {
 		wantErr bool
 	}{
 		{"no lines", "participant new\n", RTT{}, true},
-		{"single interval kept", l1, RTT{Count: 10, P50: 100 * time.Microsecond, P90: 200 * time.Microsecond, P99: 300 * time.Microsecond, Max: 900 * time.Microsecond}, false},
+		// ddsperf prints half of each round trip (it records
+		// (now - sent) / 2); the RTT is twice what it prints.
+		{"single interval kept", l1, RTT{Count: 10, P50: 200 * time.Microsecond, P90: 400 * time.Microsecond, P99: 600 * time.Microsecond, Max: 1800 * time.Microsecond}, false},
 		// First interval dropped; the rest weighted by count (300 and 100).
-		{"weighted", l1 + rss + l2 + rss + l3, RTT{Count: 400, P50: 25 * time.Microsecond, P90: 50 * time.Microsecond, P99: 75 * time.Microsecond, Max: 500 * time.Microsecond}, false},
+		{"weighted", l1 + rss + l2 + rss + l3, RTT{Count: 400, P50: 50 * time.Microsecond, P90: 100 * time.Microsecond, P99: 150 * time.Microsecond, Max: 1000 * time.Microsecond}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

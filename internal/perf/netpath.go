@@ -60,7 +60,10 @@ func (r *Results) netPathCells() [][]string {
 		if p == nil || p.Count == 0 || x.Err != "" || !strings.HasPrefix(x.System, NetSystem) {
 			continue
 		}
-		b, _ := r.find(r.Baseline+strings.TrimPrefix(x.System, NetSystem), x.Size) // "+sec" against the secured baseline
+		b, ok := r.find(r.Baseline+strings.TrimPrefix(x.System, NetSystem), x.Size) // "+sec" against the secured baseline
+		if !ok {
+			b, _ = r.find(r.Baseline, x.Size) // an experiment's row ("+lock") against the plain one
+		}
 		for _, v := range []struct {
 			of     string
 			rtt    time.Duration

@@ -44,7 +44,9 @@ type Row struct {
 	AckMean time.Duration `json:",omitempty"`
 	// Path (dyad-ddsnet only) splits the mean round trip into layers.
 	Path *NetPath `json:",omitempty"`
-	Err  string   `json:",omitempty"`
+	// Writes (dyad rows but the pair's) splits the pinger's writes.
+	Writes *WriteSplit `json:",omitempty"`
+	Err    string      `json:",omitempty"`
 }
 
 // Results is a whole run.
@@ -149,6 +151,13 @@ func (r *Results) WriteTable(w io.Writer) error {
 			fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
 		}
 	}
+	if l := r.writeSplitCells(); len(l) > 0 {
+		fmt.Fprintln(tw, "\nWhere a ping's write goes (the pinger's writes; means, then medians):")
+		fmt.Fprintln(tw, strings.Join(writeSplitHeader(), "\t")+"\t")
+		for _, c := range l {
+			fmt.Fprintln(tw, strings.Join(c, "\t")+"\t")
+		}
+	}
 	if sec := r.secureCells(); len(sec) > 0 {
 		fmt.Fprintln(tw, "\nDDS Security cost (same run):")
 		fmt.Fprintln(tw, strings.Join(secureHeader(), "\t")+"\t")
@@ -193,6 +202,13 @@ func (r *Results) WriteMarkdown(w io.Writer) error {
 	if l := r.netPathCells(); len(l) > 0 {
 		h := netPathHeader()
 		fmt.Fprintf(w, "\nWhere a ddsnet round trip goes, means in the same run, ping and pong summed (write: Send; deliver: to the peer's notification; wake: to its consumer running; take: to the message in hand; turn: the responder's; unaccounted: mean − layers):\n\n| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
+		for _, c := range l {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
+		}
+	}
+	if l := r.writeSplitCells(); len(l) > 0 {
+		h := writeSplitHeader()
+		fmt.Fprintf(w, "\nWhere a ping's write goes, the pinger's writes in the same run, means then medians (write: the caller's whole write; caller: its own work around the cgo call; cgo: the call's entry and exit; on-CPU and off-CPU: dds_write's wall time on and off the CPU; context switches inside dds_write per write; preempted: writes with an involuntary one):\n\n| %s |\n|%s\n", strings.Join(h, " | "), strings.Repeat("---|", len(h)))
 		for _, c := range l {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(c, " | "))
 		}

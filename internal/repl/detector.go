@@ -27,6 +27,41 @@ import "time"
 // earlier run is kept as it was (PeerLeaseExpired stays as late as it
 // was): a late heartbeat of the earlier run can then never shorten the
 // lease of the later one.
+//
+// Run order: two runs of the peer never overlap (they hold the same data
+// file), but run IDs are random, and the network may hand this node a
+// heartbeat of the peer's previous run after the first ones of its new
+// run. Which of two runs is the newer is known only from evidence:
+//   - a run that left (its leaving message) has ended;
+//   - a run R is newer than a run Q when R echoes a send time of this
+//     node's current run later than the arrival of a heartbeat of Q: R was
+//     alive after Q was (provePast). Both times are on this node's own
+//     clock, so nothing of the peer's clock is trusted. Echoes come only
+//     from a peer that grants (a waiting node grants nothing), so this
+//     proof may come late or never;
+//   - otherwise a heartbeat of a run other than the current one is taken
+//     as news when it is newer than every heartbeat taken from its run
+//     before (or its run was never heard): the current run changes to it.
+//     A superseded run is remembered with its newest SentAt, so its
+//     duplicates and overtaken heartbeats are dropped, but it is not
+//     ended: a late heartbeat of the previous run may have superseded the
+//     live one (sim seed 427781), and the live run's next heartbeat makes
+//     it current again. A dead run sent finitely many heartbeats, so the
+//     live run wins after at most that many changes, and the proof above
+//     stops them once the live run grants.
+//
+// Rules rejected (their hazards): a run order from a counter persisted in
+// the data dir (the high bits of the run ID) breaks when a data dir is
+// wiped or replaced (a fresh node's runs would look older than the dead
+// one's, and be dropped for ever) and with peers whose runs are random
+// (older versions); ending the run this node switches away from (the
+// rule this one replaced) is right only if this node heard the old run
+// before the new one, which fails when this node itself restarted or the
+// old run's heartbeats were held up, and then the live run is dropped for
+// ever; ordering by the peer's SentAt needs a peer clock that keeps
+// counting across its restarts and is never stepped back, and the
+// driver's is a monotonic clock that starts again near zero in every
+// process.
 type Detector struct {
 	Lease time.Duration
 	Drift time.Duration
@@ -46,15 +81,20 @@ type Detector struct {
 	Run uint64
 
 	lastTick     int64
-	runningSince int64     // start of this node's current uninterrupted run
-	peerSeen     int64     // when the newest peer heartbeat arrived (0: never)
-	peerRun      uint64    // the run of the newest peer heartbeat (0: none yet, or a sender without runs)
-	ended        [4]uint64 // runs of the peer known to have ended (a ring; 0: empty slot)
-	endedNext    int
-	peerSentAt   int64 // newest peer SentAt in peerRun (peer's clock), echoed back
-	echoSentAt   int64 // when a heartbeat first carried peerSentAt
-	echoPending  bool  // peerSentAt not yet sent back
-	leaseUntil   int64 // own lease from the peer
+	runningSince int64  // start of this node's current uninterrupted run
+	peerSeen     int64  // when the newest peer heartbeat arrived (0: never)
+	peerRun      uint64 // the run of the newest peer heartbeat taken as news (0: none yet, or a sender without runs)
+	runHeardAt   int64  // when the newest heartbeat of peerRun arrived
+	// runs: what this node knows of the peer's runs other than peerRun,
+	// and of peerRun once it has left (a ring, runsNext its next slot;
+	// run 0: an empty slot). A run that falls out of the ring is taken
+	// as never heard.
+	runs        [4]pastRun
+	runsNext    int
+	peerSentAt  int64 // newest peer SentAt in peerRun (peer's clock), echoed back
+	echoSentAt  int64 // when a heartbeat first carried peerSentAt
+	echoPending bool  // peerSentAt not yet sent back
+	leaseUntil  int64 // own lease from the peer
 	// lapsedFrozen: this node's lease from the peer ran out during its
 	// last freeze longer than Lease/2, (frozeFrom, thawedAt]
 	// (LapsedFrozen).
@@ -115,21 +155,30 @@ func (d *Detector) Outgoing(now int64) (sentAt, echo int64) {
 // PeerRun is the peer's run whose send time Outgoing echoes.
 func (d *Detector) PeerRun() uint64 { return d.peerRun }
 
-// Heard records a heartbeat from the peer, received now.
-func (d *Detector) Heard(h *Heartbeat, now int64) {
+// Heard records a heartbeat from the peer, received now, whose echo
+// grants a lease.
+func (d *Detector) Heard(h *Heartbeat, now int64) { d.HeardFrom(h, now, true) }
+
+// HeardFrom records a heartbeat from the peer, received now; its echo
+// extends this node's lease only if grants (the caller judges whether the
+// sender's role makes its echo a promise to this node's role). Any echo
+// of this run still proves the peer's runs as Heard does (provePast): it
+// says the sender was alive after that send time, whatever its role.
+func (d *Detector) HeardFrom(h *Heartbeat, now int64, grants bool) {
 	if now > d.peerSeen {
 		d.peerSeen = now
 	}
 	if h.Run != d.peerRun {
-		// Another run of the peer (see the type's comment). The old
-		// one has ended: two runs of a node never overlap (they hold
-		// the same data file).
-		d.endRun(d.peerRun)
+		// Another run of the peer, newer or older (see the type's
+		// comment): it becomes the current one. The run it supersedes
+		// is remembered, not ended.
+		d.remember(d.peerRun, d.peerSentAt, d.runHeardAt)
 		d.peerRun = h.Run
 		d.peerSentAt = 0
 		d.echoPending = false
 		d.leaseUntil = 0
 	}
+	d.runHeardAt = now
 	if h.SentAt > d.peerSentAt {
 		d.peerSentAt = h.SentAt
 		d.echoPending = true
@@ -140,10 +189,82 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 	if h.Run != 0 && h.EchoRun != d.Run {
 		return
 	}
-	if h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
+	if h.Run != 0 && h.Echo > 0 {
+		d.provePast(h.Echo)
+	}
+	if grants && h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
 		d.leaseUntil = h.Echo + int64(d.Lease)
 	}
 	d.noteLapse()
+}
+
+// pastRun is what a detector remembers of one run of its peer.
+type pastRun struct {
+	run     uint64
+	sentAt  int64 // the newest SentAt taken from it (its own clock)
+	heardAt int64 // when that heartbeat arrived (this node's clock)
+	ended   bool  // it left, or a later run was proven (provePast)
+}
+
+// remember records the run superseded by another: its newest SentAt and
+// when that arrived. Run 0 (none yet, or a sender without runs, whose
+// clock restarts unseen) is not remembered.
+func (d *Detector) remember(run uint64, sentAt, heardAt int64) {
+	if run == 0 {
+		return
+	}
+	if p := d.past(run); p != nil {
+		p.sentAt, p.heardAt = max(p.sentAt, sentAt), max(p.heardAt, heardAt)
+		return
+	}
+	d.runs[d.runsNext] = pastRun{run: run, sentAt: sentAt, heardAt: heardAt}
+	d.runsNext = (d.runsNext + 1) % len(d.runs)
+}
+
+// past returns the record of run (nil: none).
+func (d *Detector) past(run uint64) *pastRun {
+	for i := range d.runs {
+		if run != 0 && d.runs[i].run == run {
+			return &d.runs[i]
+		}
+	}
+	return nil
+}
+
+// provePast ends every superseded run heard before echo, a send time of
+// this node's current run that the current peer run echoed: the current
+// run was alive after echo (it received that heartbeat), the other run
+// before it (it had sent what arrived then), and two runs of the peer
+// never overlap, so the other run is the older and has ended. Strictly
+// before: a heartbeat that arrived at echo itself could have been sent
+// at that instant. Both times are on this node's clock, which only
+// moves forward within its run (the detector lives for one run).
+func (d *Detector) provePast(echo int64) {
+	for i := range d.runs {
+		if p := &d.runs[i]; p.run != 0 && p.run != d.peerRun && p.heardAt != 0 && p.heardAt < echo {
+			p.ended = true
+		}
+	}
+}
+
+// Stale reports whether the heartbeat h must be ignored because of its
+// run: a run known to have ended, or a superseded run whose heartbeat is
+// no newer than one already taken from it (a duplicate, or overtaken in
+// transit). Heartbeats of the current run are not judged here (the caller
+// drops those overtaken by a newer one); those of a run never heard, or
+// newer than everything heard from their run, are news: Heard makes
+// their run the current one.
+func (d *Detector) Stale(h *Heartbeat) bool {
+	p := d.past(h.Run)
+	switch {
+	case p == nil:
+		return false
+	case p.ended:
+		return true
+	case h.Run == d.peerRun:
+		return false
+	}
+	return h.SentAt <= p.sentAt
 }
 
 // noteLapse sets lapsedFrozen when the lease ends within the last freeze
@@ -188,33 +309,26 @@ func (d *Detector) noteLapse() {
 // failover of a single fault into a wait for the operator.
 func (d *Detector) LapsedFrozen() bool { return d.lapsedFrozen }
 
-// endRun records that the peer's run has ended.
-func (d *Detector) endRun(run uint64) {
-	if run == 0 || d.Ended(run) {
-		return
-	}
-	d.ended[d.endedNext] = run
-	d.endedNext = (d.endedNext + 1) % len(d.ended)
-}
-
-// Ended reports whether run is a run of the peer known to have ended (it
-// said it was leaving, or a later run was heard): its heartbeats still in
-// flight are stale news and must be ignored. Only the last few ended runs
-// are remembered; a heartbeat of an older one would have to outlive
+// Ended reports whether run is a run of the peer known to have ended: it
+// said it was leaving, or a later run was proven (provePast). Its
+// heartbeats still in flight are stale news (Stale). Only the last few
+// runs are remembered; a heartbeat of an older one would have to outlive
 // several restarts in transit.
 func (d *Detector) Ended(run uint64) bool {
-	for _, r := range d.ended {
-		if r != 0 && r == run {
-			return true
-		}
-	}
-	return false
+	p := d.past(run)
+	return p != nil && p.ended
 }
 
 // PeerLeft records that the peer's current run stopped on purpose (its
-// leaving message). Its lease from this node was given up by the peer
-// itself; what this node granted it is kept as it was.
-func (d *Detector) PeerLeft() { d.endRun(d.peerRun) }
+// leaving message): it has ended. Its lease from this node was given up
+// by the peer itself; what this node granted it is kept as it was.
+func (d *Detector) PeerLeft() {
+	if d.peerRun == 0 {
+		return
+	}
+	d.remember(d.peerRun, d.peerSentAt, d.runHeardAt)
+	d.past(d.peerRun).ended = true
+}
 
 // PeerKnowsRun reports whether the heartbeat h echoes a send time of this
 // run: the peer has heard this run, and so has dropped any lease it held

@@ -199,3 +199,106 @@ func TestDetectorLeaseNotRenewed(t *testing.T) {
 		t.Fatal("a renewed lease still counts as not renewed")
 	}
 }
+
+// TestDetectorRunOrder: run IDs are random, and the network may hand a
+// heartbeat of the peer's previous run over after the first ones of its
+// new run. Such a late heartbeat must never end the new run: the new
+// run's next heartbeat is taken and makes it the current run again. The
+// old run's duplicates and overtaken heartbeats are dropped, and a run
+// that left, or that a later run proved older by echoing a time after it
+// was heard, is dropped for good.
+func TestDetectorRunOrder(t *testing.T) {
+	const L = int64(time.Second)
+	const self, oldRun, newRun = 0x5e1f, 0x01d, 0x2e3
+	type hb struct {
+		run    uint64
+		sentAt int64
+		echo   int  // echoes a send time of this run: 0 none, 1 just made, 2 the first
+		taken  bool // want: taken (not Stale)
+	}
+	for _, tc := range []struct {
+		name    string
+		leave   int // PeerLeft after this many heartbeats (0: never)
+		heard   []hb
+		wantRun uint64
+	}{
+		{"this node never heard the old run", 0, []hb{
+			{newRun, L, 0, true}, {oldRun, 9 * L, 0, true}, {newRun, L + 1, 0, true},
+		}, newRun},
+		{"the old run's next heartbeat, overtaken by the new run's first, is news: the order is unknown", 0, []hb{
+			{oldRun, 8 * L, 0, true}, {newRun, L, 0, true}, {oldRun, 9 * L, 0, true}, {newRun, L + 1, 0, true},
+		}, newRun},
+		{"the old run's duplicates and older heartbeats are dropped", 0, []hb{
+			{oldRun, 8 * L, 0, true}, {newRun, L, 0, true}, {oldRun, 8 * L, 0, false}, {oldRun, 7 * L, 0, false},
+		}, newRun},
+		{"the new run's overtaken heartbeats do not bring it back", 0, []hb{
+			{newRun, 2 * L, 0, true}, {oldRun, 9 * L, 0, true}, {newRun, L, 0, false},
+		}, oldRun},
+		{"an echo after the old run was heard proves the new run newer", 0, []hb{
+			{oldRun, 8 * L, 0, true}, {newRun, L, 1, true}, {oldRun, 9 * L, 0, false},
+		}, newRun},
+		{"an echo of a time before the new run was heard proves nothing", 0, []hb{
+			{newRun, L, 0, true}, {oldRun, 9 * L, 2, true}, {newRun, L + 1, 0, true},
+		}, newRun},
+		{"a run that left is dropped for good", 1, []hb{
+			{oldRun, 8 * L, 0, true}, {oldRun, 9 * L, 0, false}, {newRun, L, 0, true}, {oldRun, 10 * L, 0, false},
+		}, newRun},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := int64(1)
+			d := NewDetector(time.Second, 0, self, now)
+			first, _ := d.Outgoing(now)
+			for i, h := range tc.heard {
+				if i == tc.leave && tc.leave > 0 {
+					d.PeerLeft()
+				}
+				now += 10
+				m := Heartbeat{Run: h.run, SentAt: h.sentAt}
+				switch h.echo {
+				case 1: // this node's last heartbeat: the peer answers at once
+					m.EchoRun, m.Echo = self, now-9
+				case 2: // this node's first, sent before it heard anything
+					m.EchoRun, m.Echo = self, first
+				}
+				taken := !d.Stale(&m)
+				if taken {
+					d.Heard(&m, now)
+				}
+				if taken != h.taken {
+					t.Fatalf("heartbeat %d (run %x, sent %d): taken %v, want %v", i, h.run, h.sentAt, taken, h.taken)
+				}
+				d.Outgoing(now + 1) // this node's heartbeat, now+1 on its clock
+			}
+			if d.PeerRun() != tc.wantRun {
+				t.Errorf("current run %x, want %x", d.PeerRun(), tc.wantRun)
+			}
+			if tc.wantRun == newRun && d.Ended(newRun) {
+				t.Error("the new run is taken as ended")
+			}
+		})
+	}
+}
+
+// TestDetectorEchoWithoutGrant: an echo the caller does not take as a
+// grant (HeardFrom with grants false: a replica hearing a peer that is
+// not its primary) extends no lease, yet still proves, as any echo of
+// this run does, that the peer's earlier run has ended.
+func TestDetectorEchoWithoutGrant(t *testing.T) {
+	const L = int64(time.Second)
+	const self, oldRun, newRun = 0x5e1f, 0x01d, 0x2e3
+	for _, grants := range []bool{false, true} {
+		d := NewDetector(time.Second, 0, 1, 1)
+		d.Run = self
+		old := Heartbeat{Run: oldRun, SentAt: 5 * L}
+		d.HeardFrom(&old, 2, grants)
+		own, _ := d.Outgoing(3) // sent after the old run was last heard
+		d.HeardFrom(&Heartbeat{Run: newRun, EchoRun: self, SentAt: L, Echo: own}, 4, grants)
+		if got := d.HoldsLease(4); got != grants {
+			t.Errorf("grants %v: HoldsLease = %v, want %v", grants, got, grants)
+		}
+		late := Heartbeat{Run: oldRun, SentAt: 6 * L}
+		if !d.Stale(&late) {
+			t.Errorf("grants %v: a later heartbeat of the ended run is not stale", grants)
+		}
+	}
+}

@@ -42,8 +42,8 @@ func (n *Node) sendHeartbeat() {
 func (n *Node) stepHeartbeat(m *Message) {
 	hb := m.Heartbeat
 	pr := n.peer
-	if n.det.Ended(hb.Run) {
-		return // sent by a run of the peer that has ended
+	if n.det.Stale(&hb) {
+		return // sent by a run of the peer that has ended, or overtaken
 	}
 	if pr.Heard && hb.Run == pr.Last.Run && hb.SentAt < pr.Last.SentAt && (hb.Run != 0 || pr.Last.SentAt-hb.SentAt < int64(n.cfg.Lease)) {
 		// Overtaken by a newer one of the same run (heartbeats travel
@@ -52,7 +52,7 @@ func (n *Node) stepHeartbeat(m *Message) {
 		return
 	}
 	newRun := pr.Heard && hb.Run != 0 && hb.Run != pr.Last.Run
-	n.det.Heard(n.leaseGrant(&hb), m.Received)
+	n.det.HeardFrom(&hb, m.Received, n.grantsLease(&hb))
 	pr.Last, pr.Heard = hb, true
 	if newRun && n.role == RoleReplica && pr.Snap.Req == 0 && n.mergeRev == 0 && n.dropAt == 0 {
 		// The leader restarted: its log may have lost a suffix it had
@@ -145,21 +145,17 @@ func (n *Node) heardSinceThaw(hb *Heartbeat, now int64) bool {
 	return n.det.PeerKnowsRun(hb) && hb.Echo >= n.thawed
 }
 
-// leaseGrant is hb as the detector must see it: a replica's read lease is
-// its primary's promise (it acknowledges nothing alone before the lease
-// ends, and nothing before this node holds it), so only a primary's echo
-// grants one. Any other peer's echo is dropped here (the heartbeat itself
-// is kept as heard: PeerKnowsRun still reads its echo). A peer replica
-// echoes this node's send times as the role lease of what it takes for its
-// primary: after a split whose two sides yielded to each other on stale
-// heartbeats, each followed the other's epoch, and a replica taking that
-// echo for its read lease served reads that missed the writes its peer
-// had acknowledged alone (sim seeds 415178, 846391; crossed_follow_read).
-func (n *Node) leaseGrant(hb *Heartbeat) *Heartbeat {
-	if n.role != RoleReplica || hb.Role == RolePrimary {
-		return hb
-	}
-	g := *hb
-	g.Echo = 0
-	return &g
+// grantsLease reports whether the echo in the peer's heartbeat hb extends
+// this node's lease. A replica's read lease is its primary's promise (it
+// acknowledges nothing alone before the lease ends, and nothing before
+// this node holds it), so only a primary's echo grants one; the echo of
+// any other peer still counts as proof of its run (Detector.HeardFrom),
+// and PeerKnowsRun still reads it. A peer replica echoes this node's send
+// times as the role lease of what it takes for its primary: after a split
+// whose two sides yielded to each other on stale heartbeats, each followed
+// the other's epoch, and a replica taking that echo for its read lease
+// served reads that missed the writes its peer had acknowledged alone
+// (sim seeds 415178, 846391; crossed_follow_read).
+func (n *Node) grantsLease(hb *Heartbeat) bool {
+	return n.role != RoleReplica || hb.Role == RolePrimary
 }

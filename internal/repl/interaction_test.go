@@ -3,6 +3,7 @@ package repl
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,7 +32,8 @@ import (
 //	drop a->b catchup     lose messages of that kind on that link
 //	hold a->b [catchup]   keep back messages (of that kind) on that link,
 //	                      even across crashes, ...
-//	release a->b          ... and deliver them now
+//	release a->b [reverse] ... and deliver them now (reverse: the newest
+//	                      first, as a network that reorders may)
 //	freeze a 2s           a neither ticks nor takes messages for 2 s
 //	propose a k=v         propose an entry on a (prints an error if refused)
 //	read a 7              register linearizable read 7 on a
@@ -184,7 +186,14 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 	case "release":
 		from, to, _ := parseLink(arg(0))
 		link := [2]string{from, to}
-		for _, m := range h.held[link] {
+		held := h.held[link]
+		if len(d.CmdArgs) > 1 {
+			if arg(1) != "reverse" {
+				t.Fatalf("%s: unknown option %s", d.Pos, arg(1))
+			}
+			slices.Reverse(held)
+		}
+		for _, m := range held {
 			if m.to.n != nil {
 				h.inflight = append(h.inflight, m)
 			}

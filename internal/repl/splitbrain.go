@@ -102,7 +102,7 @@ func (n *Node) stepMergeReq(m *Message) {
 // conflict records, as after any split brain.
 //
 // Neither holds a read lease meanwhile: only a primary's echo grants one
-// (leaseGrant).
+// (grantsLease).
 func (n *Node) crossedWinner(fresh bool) bool {
 	p := &n.peer.Last
 	l := Last(n.epochs)

@@ -18,7 +18,8 @@ import (
 // TestPerfSmoke runs `dyad perf` on one small size and checks that every
 // system produced a round-trip summary, that throughput was measured for
 // every system (ddsnet's counted at the receiving owner, the pair's as
-// Puts the replica acknowledged), that the report
+// Puts the replica acknowledged), that every transport row split its
+// pings' writes (dds.Writer.WriteStamped), that the report
 // files were written, and that no namespace of the run is left.
 // It runs with --secure, so every system is also measured with DDS Security
 // (authenticated, encrypted, access-controlled) and the secured ÷ plain
@@ -76,7 +77,15 @@ func TestPerfSmoke(t *testing.T) {
 		if strings.HasPrefix(r.System, "dyad") && r.RTT.Count != 300 {
 			t.Errorf("%s: %d round trips, want 300", r.System, r.RTT.Count)
 		}
+		if strings.HasPrefix(r.System, "dyad") && !strings.HasPrefix(r.System, perf.PairSystem) {
+			if w := r.Writes; w == nil || w.Count != 300 || w.P50.Send <= 0 {
+				t.Errorf("%s: ping writes not split: %+v", r.System, w)
+			}
+		}
 		want[r.System] = true
+	}
+	if !strings.Contains(string(stdout), "Where a ping's write goes") {
+		t.Error("no write table in the output")
 	}
 	if !strings.Contains(string(stdout), "DDS Security cost") {
 		t.Error("no secured ÷ plain table in the output")

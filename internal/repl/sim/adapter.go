@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"time"
 
 	"github.com/dyad-db/dyad/internal/repl"
@@ -321,4 +322,20 @@ func (n *node) view(v *View) {
 		v.Leads = st.Role.Leads() && n.hasLeader(st)
 		v.Epoch = EpochID{Term: st.Epoch.Term, Node: st.Epoch.Node}
 	}
+}
+
+// truth is what n's log says every put did (settle.go): the key and the
+// revision of each value written. Merge entries write no value.
+func (n *node) truth() Truth {
+	t := Truth{}
+	for _, e := range n.disk.Log() {
+		if e.Merge {
+			continue
+		}
+		key, value, _ := strings.Cut(string(e.Data), "\x00")
+		if _, dup := t[value]; !dup {
+			t[value] = Written{Key: key, Rev: e.Rev}
+		}
+	}
+	return t
 }

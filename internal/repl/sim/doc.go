@@ -24,8 +24,10 @@
 //     zero (a reboot);
 //   - disk.go: a disk that loses, in a crash, what was not synced;
 //   - history.go: client histories and the porcupine model of the store;
-//     resolve.go settles puts of unknown outcome from the history, and
-//     linear.go checks it with an equivalent compact model (for speed);
+//     settle.go settles puts of unknown outcome from the settled
+//     leader's log (what the world checks), resolve.go from the history
+//     alone (Check, for histories without such a log), and linear.go
+//     checks them with an equivalent compact model (for speed);
 //   - check.go: the invariants (design note engine-v2.md, "Deterministic
 //     simulation");
 //   - script.go: faults and client operations drawn from a seed, and the

@@ -129,7 +129,9 @@ func (h *History) Unknown() int {
 	return n
 }
 
-// Check runs porcupine over the history (timeout 0: no limit). It returns
+// Check runs porcupine over the history (timeout 0: no limit), placing
+// the puts of unknown outcome by search (resolve.go); a world, which
+// knows its final log, uses CheckSettled instead. It returns
 // "" when the history is linearizable, else the failure's kind and why (a
 // timeout counts as a failure: an unfinished check proves nothing).
 func (h *History) Check(timeout time.Duration) (kind, why string) {

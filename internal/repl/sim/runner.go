@@ -13,8 +13,11 @@ type Report struct {
 	Elapsed time.Duration
 	// Running is the time spent in runs, summed over the workers
 	// (shrinking and tracing failures excluded).
-	Running  time.Duration
-	Failures []SeedFailure
+	Running time.Duration
+	// Checking is the part of Running spent in porcupine, and
+	// LongestCheck the longest check of one history.
+	Checking, LongestCheck time.Duration
+	Failures               []SeedFailure
 }
 
 // SeedFailure is a failing seed with its (shrunk) script and trace.
@@ -39,8 +42,9 @@ func (r *Report) String() string {
 	if r.Elapsed > 0 {
 		all = float64(r.Steps) / r.Elapsed.Seconds()
 	}
-	return fmt.Sprintf("%d runs on %d workers in %v: %d steps (%.0f steps/s per worker, %.0f steps/s in all), %d client operations (%d checked by porcupine, %d with unknown outcome), %d faults, %d split brains, %d conflict records, %d unsynced entries lost in crashes, %d failures",
-		r.Runs, r.Workers, r.Elapsed.Round(time.Millisecond), r.Steps, r.StepsPerSecond(), all, r.Ops, r.Checked, r.Unknown, r.Faults, r.SplitBrains, r.Conflicts, r.Lost, len(r.Failures))
+	return fmt.Sprintf("%d runs on %d workers in %v: %d steps (%.0f steps/s per worker, %.0f steps/s in all), %d client operations (%d checked by porcupine, %d with unknown outcome), %d faults, %d split brains, %d conflict records, %d unsynced entries lost in crashes, %d failures; %v in porcupine checks (longest %v)",
+		r.Runs, r.Workers, r.Elapsed.Round(time.Millisecond), r.Steps, r.StepsPerSecond(), all, r.Ops, r.Checked, r.Unknown, r.Faults, r.SplitBrains, r.Conflicts, r.Lost, len(r.Failures),
+		r.Checking.Round(time.Millisecond), r.LongestCheck.Round(time.Microsecond))
 }
 
 // Explore runs seeds from next() on workers goroutines until next reports
@@ -79,6 +83,8 @@ func Explore(cfg Config, workers int, next func() (uint64, bool), shrinkBudget i
 				mu.Lock()
 				rep.add(r.Stats)
 				rep.Running += ran
+				rep.Checking += r.Checking
+				rep.LongestCheck = max(rep.LongestCheck, r.Checking)
 				if sf != nil {
 					rep.Failures = append(rep.Failures, *sf)
 				}

@@ -102,6 +102,11 @@ type Result struct {
 	// History is every recorded client operation (porcupine's form:
 	// Input, Output, Call and Return in virtual ns; ClientId the client).
 	History []porcupine.Operation
+	// Truth is what the settled leader's log says each put did, for a
+	// run porcupine judged (settle.go); nil otherwise.
+	Truth Truth
+	// Checking is the wall time porcupine took to judge the history.
+	Checking time.Duration
 	// Roles is every role change, in order.
 	Roles []RoleEvent
 	// Heard is, per listener (Config.Listeners), the packets it heard
@@ -171,6 +176,11 @@ type World struct {
 	// partition): the history is not linearizable by design, so
 	// porcupine does not judge it (the checker's deferred rules do).
 	apart bool
+	// truth is the settled leader's log, when porcupine judged the run.
+	truth Truth
+	// checking is the wall time the porcupine check took (not a Stat:
+	// Stats are a pure function of the seed).
+	checking time.Duration
 }
 
 // Run runs script under cfg and returns its result.
@@ -219,7 +229,7 @@ func Run(s Script, cfg Config) Result {
 			w.settled()
 		}
 	}
-	r := Result{Stats: w.stats, Failure: w.check.Failed(), Trace: w.trace, History: w.hist.ops, Roles: w.roles}
+	r := Result{Stats: w.stats, Failure: w.check.Failed(), Trace: w.trace, History: w.hist.ops, Truth: w.truth, Checking: w.checking, Roles: w.roles}
 	r.Runs, r.Conflicts = 1, w.check.Conflicts
 	for _, l := range w.listeners {
 		r.Heard = append(r.Heard, l.heard)
@@ -256,7 +266,17 @@ func (w *World) settled() {
 		return
 	}
 	if !w.apart && w.stats.SplitBrains == 0 && w.check.Conflicts == 0 {
-		if kind, why := w.hist.Check(w.cfg.Porcupine); kind != "" {
+		// The one leader's log settles the puts of unknown outcome
+		// (settle.go).
+		for i, v := range w.views {
+			if v.Up && v.Leads {
+				w.truth = w.nodes[i].truth()
+			}
+		}
+		start := time.Now()
+		kind, why := w.hist.CheckSettled(w.truth, w.cfg.Porcupine)
+		w.checking = time.Since(start)
+		if kind != "" {
 			w.check.Fail(kind, "%s", why)
 			return
 		}

@@ -1,0 +1,74 @@
+package ddsnet
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/dds"
+	"github.com/dyad-db/dyad/internal/transport"
+)
+
+// Config.OnWrite sees each of Send's writes, with its class and what the
+// write measured, on Send's goroutine; the message travels as without it.
+func TestOnWriteStampsSends(t *testing.T) {
+	cfg := dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}
+	var mu sync.Mutex
+	var seen []transport.Class
+	var stamps []dds.WriteStamp
+	a, err := New(Config{DDS: cfg, Cluster: 7, Node: 1, OnWrite: func(c transport.Class, st dds.WriteStamp) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen, stamps = append(seen, c), append(stamps, st)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{DDS: cfg, Cluster: 7, Node: 2})
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	got := make(chan *transport.Message, 16)
+	if err := a.Start(func(*transport.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(func(m *transport.Message) { got <- m }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !a.PeerMatched() || !b.PeerMatched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the two nets never matched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sent := []transport.Class{transport.Log, transport.Ack, transport.Catchup}
+	for i, c := range sent {
+		if err := a.Send(&transport.Message{Class: c, Index: uint64(i), Payload: bytes.Repeat([]byte{byte(i)}, 100)}); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n != i+1 {
+			t.Fatalf("after Send %d, OnWrite was called %d times", i+1, n)
+		}
+		m := recv(t, got)
+		if m.Class != c || m.Index != uint64(i) || !bytes.Equal(m.Payload, bytes.Repeat([]byte{byte(i)}, 100)) {
+			t.Fatalf("received %+v, want class %s #%d with its payload", *m, c, i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, c := range sent {
+		if seen[i] != c {
+			t.Errorf("OnWrite %d: class %s, want %s", i, seen[i], c)
+		}
+		if st := stamps[i]; st.Write <= 0 || st.Call < st.Write {
+			t.Errorf("OnWrite %d: stamp %+v, want 0 < Write <= Call", i, st)
+		}
+	}
+}
