@@ -65,8 +65,10 @@ type Node struct {
 	following      Epoch
 	followSoloFrom uint64
 	// crossedSince: since when this replica and its peer have each followed
-	// the other's epoch (0: they do not; crossedWinner).
+	// the other's epoch (0: they do not; crossedWinner). crossWon: this
+	// node won such a crossing and waits to lead again (stepWaiting).
 	crossedSince int64
+	crossWon     bool
 	// verified: a catch-up answer confirmed this replica's log is a
 	// prefix of the leader's; until then live entries are not taken and
 	// the commit index does not move (it would cover entries the leader

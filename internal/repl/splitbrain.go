@@ -96,10 +96,13 @@ func (n *Node) stepMergeReq(m *Message) {
 // judges only once the crossing has lasted half a lease, with nothing of
 // its own left to persist (the peer's view of this node's log is then
 // current), and only while the peer hears this node and has heard its
-// run (as the other rules that lead over a listening peer). The peer,
-// hearing this node lead a newer epoch, follows it; if it had written
-// alone, the catch-up finds the logs diverged and its writes become
-// conflict records, as after any split brain.
+// run (as the other rules that lead over a listening peer). The winner
+// steps down and leads from waiting (stepWaiting, crossWon), not straight
+// from the replica role: that would be a promotion, which runs the fence
+// command against the peer. The peer, hearing this node lead a newer
+// epoch, follows it; if it had written alone, the catch-up finds the
+// logs diverged and its writes become conflict records, as after any
+// split brain.
 //
 // Neither holds a read lease meanwhile: only a primary's echo grants one
 // (grantsLease).

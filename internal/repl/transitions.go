@@ -106,6 +106,9 @@ func (n *Node) setRole(role Role, why string) {
 		return
 	}
 	n.role = role
+	if role != RoleWaiting {
+		n.crossWon = false
+	}
 	rc := n.rd.RoleChange
 	if rc == nil {
 		rc = &RoleChange{From: old}
