@@ -89,7 +89,7 @@ serves the same HTTP endpoints on a separate port: plain for http://, and
 for https:// with the client port's TLS and client-certificate rules.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd.Context(), cmd.Flags(), f, cmd.OutOrStdout())
+			return runServe(cmd.Context(), cmd.Flags(), f, cmd.OutOrStdout(), ddsnet.New)
 		},
 	}
 	bindServeFlags(cmd.Flags(), f)
@@ -225,9 +225,10 @@ func resolveFlags(fl *pflag.FlagSet, f *serveFlags) ([]note, error) {
 	return append(notes, n...), nil
 }
 
-// runServe runs the node; with --print-dds-config it only writes the DDS
-// configuration to out.
-func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.Writer) error {
+// runServe runs the node until ctx ends or it fails; with
+// --print-dds-config it only writes the DDS configuration to out.
+// newTransport makes a pair's DDS transport (ddsnet.New; tests replace it).
+func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.Writer, newTransport func(ddsnet.Config) (*ddsnet.Net, error)) error {
 	notes, err := resolveFlags(fl, f)
 	if err != nil {
 		return err
@@ -316,11 +317,28 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 	if plan == nil && f.cluster.sec != (peerSecurityFlags{pluginDir: f.cluster.sec.pluginDir}) {
 		log.Info("peer TLS flags unused: a single node has no peer to secure", "initial-cluster", f.cluster.initialCluster)
 	}
+
+	// Every port is bound before the DDS participant is made and the data
+	// file opened (listenAll says why): starting a participant took from
+	// 5 to 90 ms on a loaded machine, and a client's first attempt to
+	// connect should not be refused for it.
+	lns, err := listenAll(clientURLs, metricsURLs, httpURLs, tlsCfg)
+	if err != nil {
+		return err
+	}
+	// Until the node owns it, the transport is closed here on failure.
+	failEarly := func(err error) error {
+		lns.close()
+		if cfg.Repl != nil {
+			cfg.Repl.Transport.Close()
+		}
+		return err
+	}
 	if plan != nil {
 		cfg.ClusterID, cfg.MemberID = plan.clusterID, plan.memberID
 		cfg.PeerURLs = []string{plan.self.url}
 		cfg.Peer = &server.Member{ID: plan.peerID, Name: plan.peer.name, PeerURLs: []string{plan.peer.url}}
-		tr, err := ddsnet.New(ddsnet.Config{
+		tr, err := newTransport(ddsnet.Config{
 			DDS:     ddsConfig(f, plan),
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
@@ -329,7 +347,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 			// rest; entries not sent are caught up from the log.
 		})
 		if err != nil {
-			return fmt.Errorf("dds: %w", err)
+			return failEarly(fmt.Errorf("dds: %w", err))
 		}
 		reg.MustRegister(tr.Collectors()...)
 		plan.repl.Transport = tr
@@ -337,63 +355,6 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 		log.Info("two-zone pair", "self", plan.self.name, "peer", plan.peer.name, "peer-host", plan.peer.host,
 			"cluster-id", fmt.Sprintf("%x", plan.clusterID), "member-id", fmt.Sprintf("%x", plan.memberID),
 			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "dds-security", plan.securityXML != "", "preferred", plan.repl.Preferred)
-	}
-
-	// Listen on everything before serving anything, so a bad address fails
-	// start-up instead of half-starting, and before opening the node: the
-	// kernel accepts connections from then on and holds them until the
-	// servers below take them, once the node's state is loaded. A client
-	// retrying through a restart so connects at its next attempt and waits
-	// for the load, instead of being refused and backing off (gRPC's
-	// reconnect backoff starts at a second) past the moment the node
-	// serves.
-	var clientLns, metricsLns []net.Listener
-	closeAll := func() {
-		for _, l := range append(clientLns, metricsLns...) {
-			l.Close()
-		}
-	}
-	// Until the node owns it, the transport is closed here on failure.
-	failEarly := func(err error) error {
-		closeAll()
-		if cfg.Repl != nil {
-			cfg.Repl.Transport.Close()
-		}
-		return err
-	}
-	for _, u := range clientURLs {
-		l, err := net.Listen("tcp", u.Host)
-		if err != nil {
-			return failEarly(fmt.Errorf("listen on %s: %w", u, err))
-		}
-		clientLns = append(clientLns, l)
-	}
-	for _, u := range metricsURLs {
-		l, err := net.Listen("tcp", u.Host)
-		if err != nil {
-			return failEarly(fmt.Errorf("listen on %s: %w", u, err))
-		}
-		ml, err := metricsListener(u, l, tlsCfg)
-		if err != nil {
-			l.Close()
-			return failEarly(err)
-		}
-		metricsLns = append(metricsLns, ml)
-	}
-	// --listen-client-http-urls are served like the metrics URLs, behind
-	// the client TLS when they are https (HTTP/1.1 only in ALPN: the HTTP
-	// server here speaks nothing else).
-	for _, u := range httpURLs {
-		l, err := net.Listen("tcp", u.Host)
-		if err != nil {
-			return failEarly(fmt.Errorf("listen on %s: %w", u, err))
-		}
-		if tlsCfg != nil {
-			httpTLS := tlsCfg.Clone()
-			httpTLS.NextProtos = []string{"http/1.1"}
-			l = tls.NewListener(l, httpTLS)
-		}
-		metricsLns = append(metricsLns, l)
 	}
 
 	node, err := server.New(cfg)
@@ -413,14 +374,14 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 	}
 	grpcSrv, healthSrv := api.New(node, apiOpts)
 	httpSrv := &http.Server{Handler: opsHandler(node, reg, f.enablePprof), ReadHeaderTimeout: 10 * time.Second}
-	muxes := make([]*clientport.Mux, len(clientLns))
-	for i, l := range clientLns {
+	muxes := make([]*clientport.Mux, len(lns.client))
+	for i, l := range lns.client {
 		muxes[i] = clientport.New(l, tlsCfg)
 	}
 
 	nodeCtx, stopNode := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	errc := make(chan error, 3*len(clientLns)+len(metricsLns)+1)
+	errc := make(chan error, 3*len(lns.client)+len(lns.http)+1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -454,7 +415,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 			}
 		}()
 	}
-	for _, l := range metricsLns {
+	for _, l := range lns.http {
 		wg.Add(1)
 		go func(l net.Listener) {
 			defer wg.Done()

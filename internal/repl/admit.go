@@ -86,6 +86,18 @@ func (n *Node) Protocol() ProtocolStatus {
 	return st
 }
 
+// SendsBeforeFlush reports whether a leader may send the batch it proposes
+// before its own flush of it (the driver's choice of write path): only
+// when the batch goes out in ProtocolV3 or later. A replica that admits
+// such a message shows only what the commit index covers, and the commit
+// index waits for the leader's Persisted, so an entry that a leader's
+// crash before its flush takes back was never shown anywhere. A replica of
+// an older version shows what it persists: the leader flushes first. One
+// that speaks no version from ProtocolV3 on refuses the message
+// (RefusedVersion) should it meet one, say after restarting as an older
+// build before this node heard of it.
+func (n *Node) SendsBeforeFlush() bool { return n.Protocol().Send >= ProtocolV3 }
+
 // Admit decides whether this node acts on m at all. It drops, and counts
 // (Counters.Refused), a message addressed to another node, one from a party
 // other than the peer, one in a protocol version this node does not speak,

@@ -7,6 +7,8 @@ import "fmt"
 // check records what x acknowledged with rd and checks the invariants
 // that must hold after every step:
 //   - a node's commit index never decreases within a run;
+//   - a leader's commit index never passes its own durable log (its
+//     messages may go out before its flush; the commit waits for it);
 //   - two nodes never lead in the same epoch;
 //   - a replica's commit index covers only entries its leader holds (the
 //     same entry at the same index): it must not apply a suffix of its
@@ -23,7 +25,16 @@ func (h *harness) check(x *hnode, rd *Ready) {
 		h.violate("%s: commit went back from %d to %d", x.name, h.commits[x.n], rd.Commit)
 	}
 	h.commits[x.n] = max(h.commits[x.n], rd.Commit)
-	h.checkGrant(x)
+	if x.n.role.Leads() && rd.Commit > uint64(len(x.log)) {
+		h.violate("%s: leader's commit %d passes its own durable log (%d)", x.name, rd.Commit, len(x.log))
+	}
+	if !x.n.HasReady() {
+		// Between Readies only: a grant the core withdrew (a flush
+		// took the durable index past the commit index) is narrowed by
+		// the driver first thing in the next Ready, before any of its
+		// messages (the ack) leaves.
+		h.checkGrant(x)
+	}
 	if x.n.role.Leads() {
 		for i := h.ackedTo + 1; i <= rd.Commit && i <= uint64(len(x.log)); i++ {
 			h.acked[i] = x.log[i-1]

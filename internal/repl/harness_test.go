@@ -52,6 +52,11 @@ type hnode struct {
 	// grant is the read grant published as the driver publishes it
 	// (narrowed before a Ready's effects, widened after them).
 	grant ReadGrant
+	// holdSync: x's entries are written but not synced until the script
+	// says sync (a slow own flush while its messages already went out);
+	// unsynced holds them meanwhile, and a crash loses them.
+	holdSync bool
+	unsynced []Entry
 }
 
 // hmsg is a message in flight.
@@ -162,6 +167,7 @@ func (h *harness) open(x *hnode) {
 func (h *harness) crash(x *hnode) {
 	x.n = nil
 	x.opening = false
+	x.holdSync, x.unsynced = false, nil
 	keep := h.inflight[:0]
 	for _, m := range h.inflight {
 		if m.from != x && m.to != x {
@@ -280,7 +286,7 @@ func (h *harness) process(x *hnode) {
 		}
 		x.grant = rd.ReadGrant
 		x.n.Advance()
-		if len(rd.Entries) > 0 {
+		if len(rd.Entries) > 0 && !x.holdSync {
 			e := x.log[len(x.log)-1]
 			x.n.Persisted(e.Index, e.Rev)
 			x.n.Applied(e.Index)
@@ -317,11 +323,31 @@ func (h *harness) persist(x *hnode, rd *Ready) {
 		sort.Slice(x.epochs, func(i, j int) bool { return x.epochs[i].Epoch.Less(x.epochs[j].Epoch) })
 	}
 	for _, e := range rd.Entries {
-		if e.Index <= uint64(len(x.log)) {
+		if e.Index <= uint64(len(x.log))+uint64(len(x.unsynced)) {
 			panic(fmt.Sprintf("%s: entry %d rewritten", x.name, e.Index))
 		}
-		x.log = append(x.log, e)
+		if x.holdSync {
+			x.unsynced = append(x.unsynced, e)
+		} else {
+			x.log = append(x.log, e)
+		}
 	}
+}
+
+// sync makes x's unsynced entries durable and reports them, as the
+// driver does when a flush that its messages did not wait for completes;
+// x syncs at once from then on.
+func (h *harness) sync(x *hnode) {
+	x.holdSync = false
+	if len(x.unsynced) == 0 {
+		return
+	}
+	x.log = append(x.log, x.unsynced...)
+	x.unsynced = nil
+	e := x.log[len(x.log)-1]
+	x.n.Persisted(e.Index, e.Rev)
+	x.n.Applied(e.Index)
+	h.process(x)
 }
 
 // truncate drops x's log after keep in place, as the driver does, unless

@@ -35,6 +35,9 @@ import (
 //	release a->b [reverse] ... and deliver them now (reverse: the newest
 //	                      first, as a network that reorders may)
 //	freeze a 2s           a neither ticks nor takes messages for 2 s
+//	unsynced a            a's entries are written but not synced (its
+//	                      messages go out; a crash loses them) ...
+//	sync a                ... until this syncs and reports them
 //	propose a k=v         propose an entry on a (prints an error if refused)
 //	read a 7              register linearizable read 7 on a
 //	read a 7 grant        serve it under a's published read grant if
@@ -49,7 +52,8 @@ import (
 //	                      chunk, catchup answer) from a party that is
 //	                      not its peer; options from=b, to=7,
 //	                      version=9, range=3..4 (a heartbeat's flags)
-//	protocol              each node's protocol versions (Node.Protocol)
+//	protocol              each node's protocol versions (Node.Protocol) and
+//	                      whether it would send a batch before its flush
 //	status                one line per node
 //	log a                 the epochs of a's log
 //	trace on|off          print every delivered message
@@ -115,7 +119,7 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 				k, v, _ := strings.Cut(a.String(), "=")
 				switch k {
 				case "build":
-					x.cfg.build = parseRange(t, d, v)
+					x.cfg.Build = parseRange(t, d, v)
 					continue
 				case "minproto":
 					x.cfg.MinProtocol = parseRange(t, d, v).Min
@@ -204,6 +208,11 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 	case "freeze":
 		x := h.node(arg(0))
 		x.frozenUntil = h.now + int64(dur(arg(1)))
+	case "unsynced":
+		h.node(arg(0)).holdSync = true
+	case "sync":
+		h.sync(h.node(arg(0)))
+		h.deliver()
 	case "propose":
 		x := h.node(arg(0))
 		if err := h.propose(x, arg(1)); err != nil {
@@ -274,7 +283,7 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 		for _, x := range h.nodes {
 			if x.n != nil {
 				p := x.n.Protocol()
-				h.printf("%s: own=%v peer=%v version=%d send=%d heartbeat=%d refused=%q", x.name, p.Own, p.Peer, p.Version, p.Send, p.Heartbeat, p.Refused)
+				h.printf("%s: own=%v peer=%v version=%d send=%d heartbeat=%d refused=%q sendfirst=%v", x.name, p.Own, p.Peer, p.Version, p.Send, p.Heartbeat, p.Refused, x.n.SendsBeforeFlush())
 			}
 		}
 	case "grant":

@@ -167,9 +167,10 @@ type Config struct {
 	SnapPatience time.Duration
 	// Run identifies this run of the node (random, never 0: Detector).
 	Run uint64
-	// build is the range of protocol versions the build speaks (zero:
-	// Supported()); the scenario harness sets it to pair two builds.
-	build ProtocolRange
+	// Build is the range of protocol versions the build speaks (zero:
+	// Supported()). Only tests set it, to pair two builds (the scenario
+	// harness; the driver's tests stand a node in for an older build).
+	Build ProtocolRange
 	// ReqSeed is the first catch-up and snapshot request ID of this run,
 	// less one (random below 2^63, so that answers to an earlier run's
 	// requests are not taken for this run's).

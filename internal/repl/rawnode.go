@@ -29,7 +29,7 @@ func NewNode(cfg Config, st RestartState) *Node {
 		commit: st.Applied, nextApply: st.Applied + 1, rev: st.Rev,
 		lastEpoch: st.LastEpoch, lastSolo: st.LastSolo,
 		peer:   &Progress{ID: cfg.Peer},
-		proto:  protoState{own: ownProtocols(cfg.build, cfg.MinProtocol)},
+		proto:  protoState{own: OwnProtocols(cfg.Build, cfg.MinProtocol)},
 		reqSeq: cfg.ReqSeed,
 	}
 	last := Last(st.Epochs).Epoch

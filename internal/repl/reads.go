@@ -79,17 +79,17 @@ func (n *Node) readIndex() uint64 {
 }
 
 // replicaSafe reports whether a replica may show its durable log up to
-// index. A commit index it learnt says so. So does its own durable log
-// once a catch-up answer verified it as a prefix of its leader's (plus
-// entries taken from that leader since): a leader persists its entries
-// before it sends them (Ready, steps 1 and 2), so every such entry is
-// durable on both nodes and survives any failover. (Sending before the
-// leader's own flush, as parallel durability will, ends this: the read
-// then waits for the commit index alone.) Before that
-// verification its log may end in entries it wrote as a primary that were
-// never acknowledged, and the read waits for the commit index.
+// index: only once the commit index it learnt covers it. A leader sends
+// its entries before its own flush completes (parallel durability), so an
+// entry durable here may not be on the leader's disk: a leader that
+// crashes before its flush and leads again at once comes back without it,
+// and this replica drops it (a new run of its leader: restart_lost_suffix,
+// parallel_crash_restart). The commit index covers only entries durable
+// on both nodes. The primary sends a heartbeat as soon as its commit index
+// moves (updateCommit), so with no write in flight the commit index equals
+// the durable one and a read costs no wait.
 func (n *Node) replicaSafe(index uint64) bool {
-	return index <= n.commit || n.verified && index <= n.persisted
+	return index <= n.commit
 }
 
 // releaseReads answers the reads that may be answered now: parked ones
@@ -161,20 +161,21 @@ func (n *Node) refuseRead(id uint64) {
 // any other read goes through ReadIndex. The zero grant covers nothing.
 //
 // It is granted only to a replica that holds its read lease, is not
-// replacing its state from a snapshot, and whose log was verified against
-// its leader's (readGrant): every entry it persists from then on was
-// durable on its leader first, so showing any of them is safe, and every
-// write its primary acknowledged is durable here, and shown, before the
-// acknowledgement leaves the primary. Until is the read lease itself, so
+// replacing its state from a snapshot, whose log was verified against its
+// leader's, and whose commit index covers everything it holds durable
+// (readGrant): what it shows is then committed, and every write its
+// primary acknowledged was acknowledged by this replica first, which
+// withdraws the grant in the Ready that sends that ack (its durable index
+// then passes its commit index) until the commit index covers it again.
+// Until is the read lease itself, so
 // a grant never outlives it. A change that ends any of these conditions
 // (a role change, a lease lost to a restarted peer, a snapshot request, a
 // suffix to drop) narrows the grant in the very Ready that carries it
 // out, and the driver publishes a narrower grant before it carries out
 // anything else of that Ready (Ready, step 1).
 //
-// The primary gets no grant: a write forwarded by the replica is
-// acknowledged there as soon as it is durable there, before the primary
-// shows it, so the primary's reads wait for its commit index and the
+// The primary gets no grant: it sequences writes the replica has not
+// acknowledged yet, so its reads wait for its commit index and the
 // release of what it covers (ReadIndex).
 type ReadGrant struct {
 	Until int64  // reads whose clock reading is before Until are covered

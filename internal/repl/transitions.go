@@ -163,6 +163,11 @@ func (n *Node) updateCommit() {
 	}
 	if c > n.commit {
 		n.commit = c
+		if n.role == RolePrimary {
+			// The replica shows and serves only what it knows is
+			// committed (replicaSafe): tell it now, not at the next tick.
+			n.sendHeartbeat()
+		}
 	}
 	n.releaseReads()
 }

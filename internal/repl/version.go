@@ -17,18 +17,27 @@ const (
 	// ProtocolV2 adds the addressee (Message.To) to the envelope and the
 	// advertised range to heartbeats.
 	ProtocolV2 uint16 = 2
-	// ProtocolV3 exists only in builds with the dyad_protocol_next tag:
-	// it is ProtocolV2 under the next number, so that a rolling upgrade
+	// ProtocolV3 is the version in which a replica shows, watches and
+	// answers only what the commit index covers (not all it holds
+	// durably), so a primary may send a batch before its own flush and
+	// the two zones flush at once (SendsBeforeFlush). Below it, a primary
+	// flushes first: a replica of ProtocolV2 shows an entry as soon as it
+	// persists it, and a primary that crashed before its own flush and
+	// led again would take back a write that replica had already served.
+	// The envelope is ProtocolV2's.
+	ProtocolV3 uint16 = 3
+	// ProtocolV4 exists only in builds with the dyad_protocol_next tag:
+	// it is ProtocolV3 under the next number, so that a rolling upgrade
 	// to a newer protocol, its negotiation, its refusal and the rollback
-	// are tested before a release needs one. A real V3 replaces it.
-	ProtocolV3 = ProtocolV2 + 1
+	// are tested before a release needs one. A real V4 replaces it.
+	ProtocolV4 = ProtocolV3 + 1
 )
 
 // MinProtocol and MaxProtocol bound what this build speaks (MaxProtocol is
 // one higher in a dyad_protocol_next build: protocol_next.go).
 const (
 	MinProtocol = ProtocolV1
-	MaxProtocol = ProtocolV2 + protocolNext
+	MaxProtocol = ProtocolV3 + protocolNext
 )
 
 // ProtocolRange is a closed range of protocol versions.
@@ -80,12 +89,12 @@ func Negotiate(own, peer ProtocolRange) (v uint16, ok bool) {
 	return v, true
 }
 
-// OwnProtocols is the range a node speaks: the build's, its minimum raised
-// to minimum (0: kept; above the build's maximum: the maximum).
-func OwnProtocols(minimum uint16) ProtocolRange { return ownProtocols(Supported(), minimum) }
-
-// ownProtocols is OwnProtocols for a build speaking r (zero: this build).
-func ownProtocols(r ProtocolRange, minimum uint16) ProtocolRange {
+// OwnProtocols is the range a node of a build speaking build (zero: this
+// build, Supported) speaks: the build's, its minimum raised to minimum (0:
+// kept; above the build's maximum: the maximum). Only tests name another
+// build, to stand a node in for an older or newer one.
+func OwnProtocols(build ProtocolRange, minimum uint16) ProtocolRange {
+	r := build
 	if r == (ProtocolRange{}) {
 		r = Supported()
 	}

@@ -36,7 +36,7 @@ func TestHeartbeatProtocols(t *testing.T) {
 			t.Errorf("%v travelled as %v", r, got)
 		}
 	}
-	if s := Supported(); !s.Valid() || s.Min != ProtocolV1 || s.Max < ProtocolV2 {
+	if s := Supported(); !s.Valid() || s.Min != ProtocolV1 || s.Max < ProtocolV3 {
 		t.Errorf("this build speaks %v", s)
 	}
 }

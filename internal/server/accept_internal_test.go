@@ -8,9 +8,22 @@ import (
 )
 
 // The protocol versions of the core are the transport's envelope versions
-// (the core may not import the transport to share them).
+// (the core may not import the transport to share them), and every version
+// this build speaks beyond the first carries the addressee.
 func TestProtocolVersionsAreEnvelopeVersions(t *testing.T) {
-	if repl.ProtocolV1 != transport.VersionBase || repl.ProtocolV2 != transport.VersionAddressed {
-		t.Fatalf("repl speaks %d and %d, the transport lays out %d and %d", repl.ProtocolV1, repl.ProtocolV2, transport.VersionBase, transport.VersionAddressed)
+	for _, v := range []struct {
+		name      string
+		repl, env uint16
+	}{
+		{"base", repl.ProtocolV1, transport.VersionBase},
+		{"addressed", repl.ProtocolV2, transport.VersionAddressed},
+		{"committed", repl.ProtocolV3, transport.VersionCommitted},
+	} {
+		if v.repl != v.env {
+			t.Errorf("%s: repl speaks it as %d, the transport lays it out as %d", v.name, v.repl, v.env)
+		}
+	}
+	if s := repl.Supported(); s.Min != transport.VersionBase || s.Max < transport.VersionCommitted {
+		t.Errorf("this build speaks %v; the transport lays out %d..%d", s, transport.VersionBase, transport.VersionCommitted)
 	}
 }

@@ -306,6 +306,12 @@ drain:
 		next, epoch, solo = s.repl.node.Next()
 		idx = next - 1
 	}
+	// early: the batch goes to the replica from inside its transaction,
+	// before the commit, so that the replica's flush runs while this
+	// node's does. Only a replica of ProtocolV3 or later shows no more
+	// than the commit index covers; with an older one the batch is sent
+	// once durable here, as the core's SendsBeforeFlush says.
+	early := s.repl != nil && s.repl.node.SendsBeforeFlush()
 	now := time.Now().UnixNano()
 	_, before, _ := s.store.Revs()
 	err := s.be.Update(func(tx storage.WriteTx) error {
@@ -352,7 +358,25 @@ drain:
 		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(idx)); err != nil {
 			return err
 		}
-		return tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term.Load()))
+		if err := tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term.Load())); err != nil {
+			return err
+		}
+		if !early {
+			return nil
+		}
+		// Sequence the batch and send it now, before this transaction's
+		// commit: the replica flushes it while this node does. The core
+		// commits it only once both report it durable (Persisted below,
+		// after the commit; the replica's ack after its flush), so
+		// nothing of it is released before it is on both disks.
+		if err := s.repl.node.Propose(entries); err != nil {
+			// Cannot happen: the role was checked above and nothing
+			// runs in between. Should it, nothing of the batch is
+			// written or sent.
+			return fmt.Errorf("the protocol core refused a batch it sequenced: %w", err)
+		}
+		s.sendProposed(idx)
+		return nil
 	})
 	if err != nil {
 		// Memory may be ahead of disk now. Refuse everything and stop;
@@ -366,6 +390,9 @@ drain:
 			}
 		}
 		if s.repl != nil {
+			// Sent but not durable here, the batch may be on the
+			// replica: nobody was told it succeeded, and a hand-over
+			// passes on at most what the replica holds.
 			s.handOverAfterFailure()
 		}
 		return
@@ -381,22 +408,26 @@ drain:
 		s.release(p)
 		return
 	}
-	// Sequenced in the core only once durable here, so whatever the
-	// replica applies is on both disks: the replica's acknowledged index
-	// is committed.
 	r := s.repl
-	if err := r.node.Propose(entries); err != nil {
-		// Cannot happen: the role was checked above and nothing runs in
-		// between. Should it, the batch is applied here but not in the
-		// log the core knows: stop rather than serve a diverged state.
-		s.fail(fmt.Errorf("the protocol core refused a batch it sequenced: %w", err))
-		for _, q := range batch {
-			if q.done != nil {
-				q.done <- applyResult{err: rpctypes.ErrGRPCStopped}
+	if !early {
+		// Sequenced in the core only once durable here, so whatever the
+		// replica applies is on both disks.
+		if err := r.node.Propose(entries); err != nil {
+			// Cannot happen: the role was checked above and nothing
+			// runs in between. Should it, the batch is applied here but
+			// not in the log the core knows: stop rather than serve a
+			// diverged state.
+			s.fail(fmt.Errorf("the protocol core refused a batch it sequenced: %w", err))
+			for _, q := range batch {
+				if q.done != nil {
+					q.done <- applyResult{err: rpctypes.ErrGRPCStopped}
+				}
 			}
+			return
 		}
-		return
 	}
+	// Durable here now: the core commits the batch once the replica's
+	// ack covers it too (at once if it already came, solo at once).
 	p.at = r.clock.Now()
 	r.inflight = append(r.inflight, p)
 	r.node.Persisted(idx, cur)

@@ -1,5 +1,11 @@
 package server
 
+import "github.com/dyad-db/dyad/internal/repl"
+
 // InjectStorageFault makes the node's storage commits fail while f returns
 // an error (a disk that cannot persist); nil f removes the fault.
 func InjectStorageFault(s *Server, f func() error) { s.be.InjectFault(f) }
+
+// SpeakProtocols makes a node built from c speak the protocol versions r
+// only, as a build of those versions would.
+func SpeakProtocols(c *ReplConfig, r repl.ProtocolRange) { c.build = r }

@@ -172,9 +172,9 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 	r := s.repl
 	results := make([]applyResult, len(es))
-	var events []mvccEvent
-	var jobs []compactJob
-	merged := false
+	revs := make([]int64, len(es))
+	evsOf := make([][]mvccEvent, len(es))
+	jobOf := make([]*compactJob, len(es))
 	_, before, _ := s.store.Revs()
 	err := s.be.Update(func(tx storage.WriteTx) error {
 		for i := range es {
@@ -194,22 +194,20 @@ func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 				if rev, err = e.MergeRev(); err == nil {
 					job, err = s.applyMerge(tx, rev)
 				}
-				merged = true
 			} else {
 				res, evs, job, err = s.apply(tx, req)
 			}
 			if err != nil {
 				return err
 			}
-			if _, rev, _ := s.store.Revs(); e.Rev != 0 && rev != e.Rev {
+			_, rev, _ := s.store.Revs()
+			if e.Rev != 0 && rev != e.Rev {
 				return fmt.Errorf("entry %d: revision %d here, %d on the leader: the histories differ", e.Index, rev, e.Rev)
 			}
 			if job != nil {
-				jobs = append(jobs, *job)
 				res.physical = job.done
 			}
-			results[i] = res
-			events = append(events, evs...)
+			results[i], revs[i], evsOf[i], jobOf[i] = res, rev, evs, job
 			if err := replstore.Append(tx, e); err != nil {
 				return err
 			}
@@ -230,30 +228,21 @@ func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 		s.term.Store(hs.Term)
 	}
 	s.mu.Unlock()
-	_, cur, _ := s.store.Revs()
-	s.store.MarkDurable(cur)
-	// Revisions up to before that the hub never got (the batches a
-	// step-down dropped, now confirmed by the new primary's log) are
-	// visible from now on too: their watchers replay them from history.
-	s.hub.NotifyFrom(before+1, cur, events)
-	if merged {
-		s.hub.Reset()
-		s.log.Warn("merged after a split brain: every watch was cancelled as compacted", "revision", cur)
-	}
-	s.signalVisible()
-	for _, j := range jobs {
-		s.compactc <- j
-	}
 	s.m.ProposalsApplied.Add(float64(len(es)))
+	// Applied and durable here, but shown (and forwarded writes
+	// answered) only once the commit index covers them: the primary may
+	// not have flushed them yet (unshown.go).
 	s.mu.Lock()
 	for i := range es {
-		if es[i].Origin != s.memberID || es[i].ReqID == 0 {
-			continue
+		u := unshown{index: es[i].Index, from: before + 1, rev: revs[i], events: evsOf[i], job: jobOf[i], merge: es[i].Merge}
+		before = revs[i]
+		if es[i].Origin == s.memberID && es[i].ReqID != 0 {
+			if p := r.fwdWait[es[i].ReqID]; p != nil {
+				delete(r.fwdWait, es[i].ReqID)
+				u.fwd, u.result = p, results[i]
+			}
 		}
-		if p := r.fwdWait[es[i].ReqID]; p != nil {
-			delete(r.fwdWait, es[i].ReqID)
-			p.done <- results[i]
-		}
+		r.unshown = append(r.unshown, u)
 	}
 	s.mu.Unlock()
 	return nil

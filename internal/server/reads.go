@@ -63,8 +63,9 @@ func (s *Server) readIndex(ctx context.Context) error {
 		case <-s.stopped:
 			return errStopped
 		default:
-			// Under the grant a replica shows what it holds durable,
-			// which is visible as soon as it is durable (applyFollowed).
+			// The grant is in force only while the commit index covers
+			// all the replica holds durable, which is then visible
+			// (showCommitted).
 			return nil
 		}
 	}
@@ -129,8 +130,8 @@ func (s *Server) registerRead(q *readReq, now int64) {
 // from handleReady). It runs after the Ready's entries were applied and
 // its commit index released: a read served at index i then finds
 // everything up to i visible (the primary's batches up to the commit
-// index are released, the replica's entries are visible once applied,
-// and a released index never exceeds either).
+// index are released, the replica's entries up to its commit index are
+// shown (showCommitted), and a released index never exceeds either).
 func (s *Server) answerReads(states []repl.ReadState) {
 	rq := &s.repl.reads
 	for _, st := range states {

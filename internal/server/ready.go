@@ -15,6 +15,15 @@ import (
 // release, then the
 // rest (slow effects go off the loop and come back as inputs). Called by
 // the apply loop after every input it gives the core.
+//
+// A leader's own batch is the exception to "persist, then send" when the
+// pair speaks ProtocolV3 or later (Node.SendsBeforeFlush): leadBatch calls
+// this with the batch's transaction still open, so the entries go to the
+// replica while the primary's flush runs, and the two zones flush at once
+// (the core commits the lower of the two durable indexes). What else
+// goes out then claims nothing of the batch: heartbeats carry the
+// persisted index and the commit index, neither past the last flush; a
+// replica's ack is sent only by Persisted, after its own flush.
 func (s *Server) handleReady() {
 	r := s.repl
 	for r.node.HasReady() {
@@ -46,6 +55,7 @@ func (s *Server) handleReady() {
 			s.applyRoleChange(rc)
 		}
 		s.releaseCommitted(rd.Commit)
+		s.showCommitted(rd.Commit)
 		if rc != nil && rc.SteppedDown {
 			s.applyRoleChange(rc)
 		}
@@ -89,15 +99,32 @@ func (s *Server) handleReady() {
 	}
 }
 
+// sendProposed carries out the Ready of a batch the leader has just
+// proposed, up to last, while the batch's own transaction is still open
+// (leadBatch): the entries go to the replica before this node's flush.
+// The loop runs handleReady after every input it gives the core, so this
+// Ready holds only what Propose added (the entries and their message);
+// nothing in it touches the backend, whose write transaction this
+// goroutine holds. The core counts the entries towards the commit index
+// only once leadBatch reports them Persisted, after the flush.
+func (s *Server) sendProposed(last uint64) {
+	r := s.repl
+	r.flushing = last
+	s.handleReady()
+	r.flushing = 0
+}
+
 // persistReady writes the hard state and the entries of rd that are not
-// yet durable. A leader's own entries were applied and persisted with
-// their batch (leadBatch); a replica's are applied and persisted here, with
-// the epoch records, in one transaction, and reported at once.
+// yet durable. A leader's own entries are applied and persisted with their
+// batch (leadBatch, whose transaction may still be open: r.flushing); a
+// replica's are applied and persisted here, with the epoch records, in one
+// transaction, and reported at once, so that its ack always follows its
+// own flush.
 func (s *Server) persistReady(rd *repl.Ready) error {
 	r := s.repl
 	var es []repl.Entry
 	for _, e := range rd.Entries {
-		if e.Index > s.appliedIdx {
+		if e.Index > max(s.appliedIdx, r.flushing) {
 			es = append(es, e)
 		}
 	}

@@ -46,6 +46,11 @@ type ReplConfig struct {
 	// node speaks (--min-protocol-version; 0: the build's lowest). A peer
 	// that speaks nothing from here to the build's highest is refused.
 	MinProtocol uint16
+
+	// build is the range of protocol versions this node's build speaks
+	// (zero: this build's). Only tests set it (export_test.go), to stand
+	// a node in for an older build.
+	build repl.ProtocolRange
 }
 
 // replState is the driver's half of replication: the protocol core
@@ -71,6 +76,14 @@ type replState struct {
 	dedup    *dedup
 	// fromCatchup: the entries of the next Ready came in a catch-up answer.
 	fromCatchup bool
+	// unshown: entries applied here as the replica that the commit index
+	// does not cover yet (unshown.go).
+	unshown []unshown
+	// flushing is the last index of the leader's own batch whose
+	// transaction is open (leadBatch): its entries went to the replica
+	// before their flush, and persistReady must not write them again.
+	// Zero outside that window.
+	flushing uint64
 
 	// snap is the snapshot being received (nil: none); conflictSet the
 	// conflict record of the split brain this node lost and has not yet
@@ -145,7 +158,7 @@ func newReplState(cfg ReplConfig) *replState {
 		fwdWait:  map[uint64]*proposal{},
 		kaWait:   map[uint64]chan repl.Reply{},
 	}
-	own := repl.OwnProtocols(cfg.MinProtocol)
+	own := repl.OwnProtocols(cfg.build, cfg.MinProtocol)
 	r.proto.Store(&repl.ProtocolStatus{Own: own, Send: own.Min, Heartbeat: own.Min})
 	r.tr = r.stamp(cfg.Transport)
 	r.handoverc = make(chan *handover, 1)
@@ -177,6 +190,7 @@ func (r *replState) coreConfig(id uint64) repl.Config {
 		Bootstrap: r.cfg.Bootstrap, Preferred: r.cfg.Preferred, Fence: r.cfg.Fence != nil,
 		ManualSplitBrain: r.cfg.ManualSplitBrain,
 		MinProtocol:      r.cfg.MinProtocol,
+		Build:            r.cfg.build,
 		SnapPatience:     snapPatience(r.cfg.Lease),
 		Run:              r.run,
 		// A random start keeps a restarted node from reusing the request

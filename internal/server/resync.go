@@ -278,6 +278,7 @@ func (s *Server) installSnapshot(path string, floor uint64) error {
 		return err
 	}
 	r.conflictSet = "" // merged: the diverged history is gone, its records stay
+	s.dropUnshown(0)   // the snapshot's state replaces them, shown below
 	s.mu.Lock()
 	s.appliedIdx = applied
 	s.epoch = repl.Last(epochs).Epoch

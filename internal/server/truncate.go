@@ -93,6 +93,7 @@ func (s *Server) dropSuffix(keep uint64) error {
 		return err
 	}
 	s.store.AttachLeases(s.lessor)
+	s.dropUnshown(keep)
 	dropped := s.appliedIdx - keep
 	s.mu.Lock()
 	s.appliedIdx = keep

@@ -37,6 +37,16 @@ func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 	waitRole(t, a, repl.RolePrimary)
 	waitRole(t, b, repl.RoleReplica)
 	base := put(t, a.cli, "k", "V")
+	held := a.srv.Status(context.Background()).RaftAppliedIndex // V's entry
+	// The replica shows V once the primary's commit index reaches it,
+	// just after the primary acknowledged it.
+	deadline := time.Now().Add(20 * testLease)
+	for v, _ := serializable(t, b, "k"); v != "V"; v, _ = serializable(t, b, "k") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never showed V")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
@@ -52,15 +62,16 @@ func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 		_, err := a.cli.Put(ctx, "k", "W")
 		putDone <- err
 	}()
-	deadline := time.Now().Add(20 * testLease)
-	for {
-		if v, _ := serializable(t, b, "k"); v == "W" {
-			break
-		}
+	deadline = time.Now().Add(20 * testLease)
+	for b.srv.Status(context.Background()).RaftAppliedIndex <= held {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica never applied W")
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+	// Applied there but never committed: the replica does not show it.
+	if v, _ := serializable(t, b, "k"); v != "V" {
+		t.Fatalf("the replica shows %q before the commit index covers it, want V", v)
 	}
 	// Now the other way round: the replica stops hearing the primary
 	// (and takes over), the primary hears that and steps down.

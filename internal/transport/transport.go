@@ -76,6 +76,11 @@ const (
 	VersionBase uint16 = 1
 	// VersionAddressed is the first envelope that carries To.
 	VersionAddressed uint16 = 2
+	// VersionCommitted is the version in which a replica shows only what
+	// the commit index covers, so that a primary may send before its own
+	// flush (internal/repl, ProtocolV3). Its envelope is
+	// VersionAddressed's: a transport lays it out the same way.
+	VersionCommitted uint16 = 3
 )
 
 // EffectiveVersion is m's version, 0 read as VersionBase.

@@ -28,10 +28,10 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunMain(m)) }
 const within = 30 * time.Second
 
 // Protocol versions the two builds speak (internal/repl): the current
-// one up to 2, the next-version one up to 3.
+// one up to 3, the next-version one up to 4.
 const (
-	curMax  = 2
-	nextMax = 3
+	curMax  = 3
+	nextMax = 4
 )
 
 func TestRollingUpgradeAndRollback(t *testing.T) {
@@ -43,7 +43,7 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	p, leader := rollingUpgrade(t, cur, next, skew{old: curMax, mixed: curMax, upgraded: nextMax})
 	replica := leader.Other()
 
-	// A next-version node that speaks nothing below 3 is refused by the
+	// A next-version node that speaks nothing below 4 is refused by the
 	// current build (and refuses it): both count it, status shows it,
 	// and the primary, which saw its replica stop, stays solo.
 	mismatch := metric(t, p, leader, "dyad_peer_protocol_mismatch_total")
@@ -76,14 +76,15 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 
 // The current build pairs with the previous release: DYAD_PREV_BIN, or
 // the revision DYAD_PREV_REV (default: the newest v* tag) built from git.
-// A release from before protocol versions speaks version 1 and has no
-// version metric. Skipped while no release exists.
+// The pair speaks what two previous builds settle on (a release from
+// before protocol versions speaks version 1 and has no version metric)
+// until both nodes are upgraded. Skipped while no release exists.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
 	prev := os.Getenv("DYAD_PREV_BIN")
 	if prev == "" {
 		prev = buildRevision(t, os.Getenv("DYAD_PREV_REV"))
 	}
-	rollingUpgrade(t, prev, testutil.BuildDyad(t), skew{old: 1, mixed: 1, upgraded: curMax})
+	rollingUpgrade(t, prev, testutil.BuildDyad(t), skew{upgraded: curMax})
 }
 
 // buildRevision builds cmd/dyad of revision rev of this repository (""
@@ -116,7 +117,9 @@ func buildRevision(t *testing.T, rev string) string {
 }
 
 // skew is the protocol version a pair speaks with both nodes on the old
-// build, with one on each, and with both upgraded.
+// build, with one on each, and with both upgraded. old 0: what a pair of
+// the old build settles on, which a mixed pair speaks too (an older build
+// speaks less than this one).
 type skew struct{ old, mixed, upgraded int }
 
 // rollingUpgrade starts a pair of oldBin, and under writes on both nodes
@@ -131,7 +134,13 @@ func rollingUpgrade(t *testing.T, oldBin, newBin string, v skew) (*testutil.Pair
 	p.Start(testutil.ZoneA)
 	p.Start(testutil.ZoneB)
 	leader := p.WaitPair(within)
-	waitSync(t, p, leader, v.old)
+	if v.old == 0 {
+		v.old = waitSync(t, p, leader, 0)
+		v.mixed = v.old
+		t.Logf("the old build's pair speaks protocol %d", v.old)
+	} else {
+		waitSync(t, p, leader, v.old)
+	}
 
 	w := startWorkload(t, p, 2)
 	defer w.stop()
@@ -185,9 +194,10 @@ func rollingUpgrade(t *testing.T, oldBin, newBin string, v skew) (*testutil.Pair
 }
 
 // waitSync waits until leader leads synchronously (dyad_role 2) with its
-// replica (dyad_role 1) and both speak protocol version. A build from
-// before protocol versions has no dyad_peer_protocol_version: it speaks 1.
-func waitSync(t *testing.T, p *testutil.Pair, leader testutil.Zone, version int) {
+// replica (dyad_role 1) and both speak protocol version (0: any one, the
+// same on both), and returns the version. A build from before protocol
+// versions has no dyad_peer_protocol_version: it speaks 1.
+func waitSync(t *testing.T, p *testutil.Pair, leader testutil.Zone, version int) int {
 	t.Helper()
 	speaks := func(n testutil.Zone) float64 {
 		v := metricOr(p, n, "dyad_peer_protocol_version", -1)
@@ -200,8 +210,8 @@ func waitSync(t *testing.T, p *testutil.Pair, leader testutil.Zone, version int)
 	for {
 		ra, rb := metricOr(p, leader, "dyad_role", -1), metricOr(p, leader.Other(), "dyad_role", -1)
 		va, vb := speaks(leader), speaks(leader.Other())
-		if ra == 2 && rb == 1 && va == float64(version) && vb == float64(version) {
-			return
+		if ra == 2 && rb == 1 && va == vb && (va == float64(version) || version == 0 && va >= 1) {
+			return int(va)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no synchronous pair led by %v at protocol %d within %v (roles %v/%v, versions %v/%v)", leader, version, within, ra, rb, va, vb)

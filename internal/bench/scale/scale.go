@@ -88,9 +88,11 @@ type Row struct {
 	Lists     int64 `json:"lists"`
 	ListPages int64 `json:"list_pages"`
 	// Retries counts requests retried after a transient error ("no
-	// leader", unavailable) over the whole run.
-	Retries int64  `json:"retries"`
-	Err     string `json:"error,omitempty"`
+	// leader", unavailable) over the whole run; TimedOut the puts among
+	// them answered "request timed out" (outcome unknown).
+	Retries  int64  `json:"retries"`
+	TimedOut int64  `json:"timed_out"`
+	Err      string `json:"error,omitempty"`
 }
 
 // Dist summarises durations (report.Dist).
@@ -136,7 +138,7 @@ func Run(ctx context.Context, t target.Target, eps []string, cfg Config) (row Ro
 			return row, fmt.Errorf("restart: %w", err)
 		}
 	}
-	row.Retries = b.retries.Load()
+	row.Retries, row.TimedOut = b.retries.Load(), b.timedOut.Load()
 	return row, nil
 }
 
@@ -147,11 +149,12 @@ func (c Config) progress(desc string, frac float64) {
 }
 
 type bench struct {
-	cfg     Config
-	cli     *clientv3.Client
-	eps     []string
-	value   string
-	retries atomic.Int64 // transient errors retried
+	cfg      Config
+	cli      *clientv3.Client
+	eps      []string
+	value    string
+	retries  atomic.Int64 // transient errors retried
+	timedOut atomic.Int64 // of which puts answered "request timed out"
 }
 
 // retry runs op until it succeeds, fails with an error a client would
@@ -159,10 +162,31 @@ type bench struct {
 // and go on a pair whose machine is overloaded, and an apiserver retries
 // them too. It counts the retries.
 func (b *bench) retry(ctx context.Context, op func(context.Context) error) error {
+	return b.retryOp(ctx, false, op)
+}
+
+// retryPut is retry for a put of a fixed value, which is retried after
+// "request timed out" as well: the server could not tell whether the put
+// took effect, and putting the same value again is what a client does
+// (the figures count the retried put once, the row counts the timeout).
+// At 500,000 objects on a loaded machine one such answer in the load
+// otherwise ended the target's whole row.
+func (b *bench) retryPut(ctx context.Context, op func(context.Context) error) error {
+	return b.retryOp(ctx, true, op)
+}
+
+func (b *bench) retryOp(ctx context.Context, put bool, op func(context.Context) error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := op(ctx)
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !transient(err) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		switch {
+		case transient(err):
+		case put && timedOut(err):
+			b.timedOut.Add(1)
+		default:
 			return err
 		}
 		b.retries.Add(1)
@@ -172,6 +196,12 @@ func (b *bench) retry(ctx context.Context, op func(context.Context) error) error
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// timedOut reports etcd's "request timed out" (rpctypes.ErrTimeout, which
+// the client hands back with no gRPC status of its own).
+func timedOut(err error) bool {
+	return errors.Is(err, rpctypes.ErrTimeout) || strings.Contains(err.Error(), rpctypes.ErrTimeout.Error())
 }
 
 func transient(err error) bool {
@@ -201,7 +231,7 @@ func (b *bench) load(ctx context.Context, row *Row, prog func(float64)) error {
 	for w := range loaders {
 		g.Go(func() error {
 			for i := w; i < b.cfg.Objects; i += loaders {
-				err := b.retry(gctx, func(ctx context.Context) error {
+				err := b.retryPut(gctx, func(ctx context.Context) error {
 					_, err := b.cli.Put(ctx, b.key(i), b.value)
 					return err
 				})
@@ -273,7 +303,7 @@ func (b *bench) writers(ctx context.Context, stop <-chan struct{}, acked func(re
 				t0 := time.Now()
 				k := b.key(rng.IntN(b.cfg.Objects))
 				var r *clientv3.PutResponse
-				err := b.retry(gctx, func(ctx context.Context) error {
+				err := b.retryPut(gctx, func(ctx context.Context) error {
 					var err error
 					r, err = b.cli.Put(ctx, k, b.value)
 					return err

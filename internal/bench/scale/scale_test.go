@@ -1,9 +1,13 @@
 package scale
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // TestDistOf: nearest-rank percentiles of the exact values.
@@ -45,5 +49,43 @@ func TestSection(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("section lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestRetryPutAfterTimeout: a put answered "request timed out", as the
+// client hands it back, is retried and counted as such; any other
+// request is not retried after it, and the section names the count.
+func TestRetryPutAfterTimeout(t *testing.T) {
+	timeout := rpctypes.Error(rpctypes.ErrGRPCTimeout) // what clientv3 returns
+	if transient(timeout) {
+		t.Fatal("request timed out counts as transient: the test below proves nothing")
+	}
+	b := &bench{}
+	calls := 0
+	op := func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return timeout
+		}
+		return nil
+	}
+	if err := b.retryPut(context.Background(), op); err != nil || calls != 2 {
+		t.Fatalf("retryPut: %v after %d calls, want success after 2", err, calls)
+	}
+	if b.retries.Load() != 1 || b.timedOut.Load() != 1 {
+		t.Fatalf("retries %d, timed out %d; want 1 and 1", b.retries.Load(), b.timedOut.Load())
+	}
+	calls = 0
+	if err := b.retry(context.Background(), op); !errors.Is(err, timeout) || calls != 1 {
+		t.Fatalf("retry: %v after %d calls, want the timeout after 1", err, calls)
+	}
+	r := &Result{Config: Config{Objects: 1000, ObjectSize: 2048, Watchers: 10, Writers: 2, Listers: 1, PageSize: 500, Duration: time.Second},
+		Rows: []Row{{Target: "dyad-pair", Retries: 3, TimedOut: 1}}}
+	var md strings.Builder
+	if err := r.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if want := `dyad-pair: 3 requests retried after a transient error (no leader, unavailable; 1 of them puts answered "request timed out").`; !strings.Contains(md.String(), want) {
+		t.Errorf("section lacks %q:\n%s", want, md.String())
 	}
 }

@@ -153,7 +153,11 @@ func (r *Result) Markdown(w io.Writer) error {
 	}
 	for _, row := range r.Rows {
 		if row.Retries > 0 {
-			fmt.Fprintf(&b, "\n%s: %d requests retried after a transient error (no leader, unavailable).\n", row.Target, row.Retries)
+			fmt.Fprintf(&b, "\n%s: %d requests retried after a transient error (no leader, unavailable", row.Target, row.Retries)
+			if row.TimedOut > 0 {
+				fmt.Fprintf(&b, "; %d of them puts answered \"request timed out\"", row.TimedOut)
+			}
+			b.WriteString(").\n")
 		}
 		if row.Missed > 0 {
 			fmt.Fprintf(&b, "\n%s: %d watch events not delivered within 10 s of the last write.\n", row.Target, row.Missed)
