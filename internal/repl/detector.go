@@ -155,8 +155,16 @@ func (d *Detector) Outgoing(now int64) (sentAt, echo int64) {
 // PeerRun is the peer's run whose send time Outgoing echoes.
 func (d *Detector) PeerRun() uint64 { return d.peerRun }
 
-// Heard records a heartbeat from the peer, received now.
-func (d *Detector) Heard(h *Heartbeat, now int64) {
+// Heard records a heartbeat from the peer, received now, whose echo
+// grants a lease.
+func (d *Detector) Heard(h *Heartbeat, now int64) { d.HeardFrom(h, now, true) }
+
+// HeardFrom records a heartbeat from the peer, received now; its echo
+// extends this node's lease only if grants (the caller judges whether the
+// sender's role makes its echo a promise to this node's role). Any echo
+// of this run still proves the peer's runs as Heard does (provePast): it
+// says the sender was alive after that send time, whatever its role.
+func (d *Detector) HeardFrom(h *Heartbeat, now int64, grants bool) {
 	if now > d.peerSeen {
 		d.peerSeen = now
 	}
@@ -184,7 +192,7 @@ func (d *Detector) Heard(h *Heartbeat, now int64) {
 	if h.Run != 0 && h.Echo > 0 {
 		d.provePast(h.Echo)
 	}
-	if h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
+	if grants && h.Echo > 0 && h.Echo+int64(d.Lease) > d.leaseUntil {
 		d.leaseUntil = h.Echo + int64(d.Lease)
 	}
 	d.noteLapse()

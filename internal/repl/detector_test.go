@@ -278,3 +278,27 @@ func TestDetectorRunOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestDetectorEchoWithoutGrant: an echo the caller does not take as a
+// grant (HeardFrom with grants false: a replica hearing a peer that is
+// not its primary) extends no lease, yet still proves, as any echo of
+// this run does, that the peer's earlier run has ended.
+func TestDetectorEchoWithoutGrant(t *testing.T) {
+	const L = int64(time.Second)
+	const self, oldRun, newRun = 0x5e1f, 0x01d, 0x2e3
+	for _, grants := range []bool{false, true} {
+		d := NewDetector(time.Second, 0, 1, 1)
+		d.Run = self
+		old := Heartbeat{Run: oldRun, SentAt: 5 * L}
+		d.HeardFrom(&old, 2, grants)
+		own, _ := d.Outgoing(3) // sent after the old run was last heard
+		d.HeardFrom(&Heartbeat{Run: newRun, EchoRun: self, SentAt: L, Echo: own}, 4, grants)
+		if got := d.HoldsLease(4); got != grants {
+			t.Errorf("grants %v: HoldsLease = %v, want %v", grants, got, grants)
+		}
+		late := Heartbeat{Run: oldRun, SentAt: 6 * L}
+		if !d.Stale(&late) {
+			t.Errorf("grants %v: a later heartbeat of the ended run is not stale", grants)
+		}
+	}
+}

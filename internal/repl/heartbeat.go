@@ -52,7 +52,7 @@ func (n *Node) stepHeartbeat(m *Message) {
 		return
 	}
 	newRun := pr.Heard && hb.Run != 0 && hb.Run != pr.Last.Run
-	n.det.Heard(&hb, m.Received)
+	n.det.HeardFrom(&hb, m.Received, n.grantsLease(&hb))
 	pr.Last, pr.Heard = hb, true
 	if newRun && n.role == RoleReplica && pr.Snap.Req == 0 && n.mergeRev == 0 && n.dropAt == 0 {
 		// The leader restarted: its log may have lost a suffix it had
@@ -143,4 +143,19 @@ func (n *Node) heardSinceThaw(hb *Heartbeat, now int64) bool {
 		return hb.HeardAgo >= 0 && now-int64(hb.HeardAgo) >= n.thawed
 	}
 	return n.det.PeerKnowsRun(hb) && hb.Echo >= n.thawed
+}
+
+// grantsLease reports whether the echo in the peer's heartbeat hb extends
+// this node's lease. A replica's read lease is its primary's promise (it
+// acknowledges nothing alone before the lease ends, and nothing before
+// this node holds it), so only a primary's echo grants one; the echo of
+// any other peer still counts as proof of its run (Detector.HeardFrom),
+// and PeerKnowsRun still reads it. A peer replica echoes this node's send
+// times as the role lease of what it takes for its primary: after a split
+// whose two sides yielded to each other on stale heartbeats, each followed
+// the other's epoch, and a replica taking that echo for its read lease
+// served reads that missed the writes its peer had acknowledged alone
+// (sim seeds 415178, 846391; crossed_follow_read).
+func (n *Node) grantsLease(hb *Heartbeat) bool {
+	return n.role != RoleReplica || hb.Role == RolePrimary
 }

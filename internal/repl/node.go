@@ -59,8 +59,16 @@ type Node struct {
 	// peer reports having heard it since, it does not lead alone (0: no
 	// such freeze pending).
 	thawed int64
-	// following is the epoch of the primary this replica follows.
-	following Epoch
+	// following is the epoch of the primary this replica follows;
+	// followSoloFrom, the SoloFrom of the heartbeat that led it there (the
+	// start of that leader's trailing run of solo epochs; crossedWinner).
+	following      Epoch
+	followSoloFrom uint64
+	// crossedSince: since when this replica and its peer have each followed
+	// the other's epoch (0: they do not; crossedWinner). crossWon: this
+	// node won such a crossing and waits to lead again (stepWaiting).
+	crossedSince int64
+	crossWon     bool
 	// verified: a catch-up answer confirmed this replica's log is a
 	// prefix of the leader's; until then live entries are not taken and
 	// the commit index does not move (it would cover entries the leader

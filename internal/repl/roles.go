@@ -46,6 +46,14 @@ func (n *Node) stepWaiting() {
 		n.ledLast = false
 	}
 	switch {
+	case n.crossWon && n.rd.RoleChange == nil && fresh && p.Role == RoleReplica && p.Epoch == Last(n.epochs).Epoch && n.peerHearsNow():
+		// This node won a crossing as a replica (crossedWinner) and
+		// stepped down for it; its peer still follows this node's
+		// epoch. It leads from waiting, in a Ready of its own after the
+		// step-down: a replica that goes straight to leading is a
+		// promotion, which runs the fence command against a peer that
+		// is alive, heard, and about to follow.
+		n.lead("the peer follows this node's epoch after a crossing this node won")
 	case fresh && p.Role == RoleSolo && n.ledLast && n.wroteAlone() && !n.yieldsTo(p) && n.holdOff == "":
 		// Restarted after a split in which this node should win: lead
 		// again, and the peer yields when it hears it. Only after a
@@ -139,8 +147,13 @@ func (n *Node) stepReplica() {
 	p := &n.peer.Last
 	fresh := n.peerFresh()
 	if fresh && p.Role.Leads() {
-		n.following = p.Epoch
+		n.following, n.followSoloFrom = p.Epoch, p.SoloFrom
 		n.noteFollowed(p.Epoch)
+	}
+	if n.crossedWinner(fresh) {
+		n.crossWon = true
+		n.setRole(RoleWaiting, "this node and its peer each followed the other's epoch after a split; this node's history wins and leads again")
+		return
 	}
 	n.fetchIfStalled(fresh)
 	if !n.det.PeerDead(n.now) || !n.det.PeerLeaseExpired(n.now) {

@@ -74,3 +74,55 @@ func (n *Node) stepMergeReq(m *Message) {
 	n.mergedAbove = max(m.MergeRev, n.rev) + 1
 	n.rd.Merge = m.MergeRev
 }
+
+// crossedWinner reports whether this replica should lead again because it
+// and its peer each follow the other's epoch (run by stepReplica). After a
+// split both sides may yield, each on a heartbeat of the other that was
+// stale when it arrived: one yields on a one-way link ("keeps leading")
+// and follows the other's epoch, while the other, frozen meanwhile, finds
+// the first one's solo heartbeats waiting at its thaw, yields to them and
+// follows the first one's epoch (sim seeds 415178, 846391, 872932). Two
+// replicas, each hearing the other, never promote: without this rule the
+// pair served nothing until a restart.
+//
+// The peer's replica heartbeat follows this node's own newest epoch, a
+// solo one, while this node follows an epoch of the peer's. Neither logs
+// anything in that state (a replica serves no catch-up), so the split
+// rule (YieldAfterSplit) decides it as it would have decided between the
+// two leaders: this node's wroteAlone, and the peer's from its Applied
+// against the SoloFrom of the solo heartbeat this node followed (the
+// start of the peer's trailing solo run, unchanged since it stopped
+// leading). Both nodes judge the same facts, so exactly one leads. It
+// judges only once the crossing has lasted half a lease, with nothing of
+// its own left to persist (the peer's view of this node's log is then
+// current), and only while the peer hears this node and has heard its
+// run (as the other rules that lead over a listening peer). The winner
+// steps down and leads from waiting (stepWaiting, crossWon), not straight
+// from the replica role: that would be a promotion, which runs the fence
+// command against the peer. The peer, hearing this node lead a newer
+// epoch, follows it; if it had written alone, the catch-up finds the
+// logs diverged and its writes become conflict records, as after any
+// split brain.
+//
+// Neither holds a read lease meanwhile: only a primary's echo grants one
+// (grantsLease).
+func (n *Node) crossedWinner(fresh bool) bool {
+	p := &n.peer.Last
+	l := Last(n.epochs)
+	crossed := fresh && p.Role == RoleReplica && l.Solo && l.Epoch.Node == n.cfg.ID && p.Epoch == l.Epoch &&
+		n.following.Node != n.cfg.ID && !n.following.IsZero() && n.followSoloFrom != 0
+	switch {
+	case !crossed:
+		n.crossedSince = 0
+		return false
+	case n.crossedSince == 0:
+		n.crossedSince = n.now
+		return false
+	case n.now-n.crossedSince < int64(n.cfg.Lease/2) || n.persisted != n.last:
+		return false
+	case n.holdOff != "" || !n.peerHearsNow() || !n.det.PeerKnowsRun(p):
+		return false
+	}
+	peerWrote := p.Applied >= n.followSoloFrom
+	return !YieldAfterSplit(n.wroteAlone(), peerWrote, n.cfg.Preferred)
+}

@@ -91,6 +91,7 @@ func (n *Node) follow() {
 	n.verified = false
 	n.mergeRev = 0
 	n.following = n.peer.Last.Epoch
+	n.followSoloFrom, n.crossedSince = n.peer.Last.SoloFrom, 0
 	n.noteFollowed(n.following)
 	n.ledLast = false
 	n.peer.Catchup.Req = 0 // answers to requests made before describe an older peer
@@ -105,6 +106,9 @@ func (n *Node) setRole(role Role, why string) {
 		return
 	}
 	n.role = role
+	if role != RoleWaiting {
+		n.crossWon = false
+	}
 	rc := n.rd.RoleChange
 	if rc == nil {
 		rc = &RoleChange{From: old}
