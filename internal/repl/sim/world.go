@@ -172,10 +172,18 @@ type World struct {
 	// before the end completes, has its storage repaired and restarts
 	// (adapter_faults.go), as an operator would per OPERATIONS.md.
 	healed bool
-	// apart: two nodes served as leaders at once (after a two-way
-	// partition): the history is not linearizable by design, so
-	// porcupine does not judge it (the checker's deferred rules do).
+	// apart: two nodes served as leaders apart (after a two-way
+	// partition): at once, or one after the other in epochs of the same
+	// term (ledTerm), so that neither epoch descends from the other. The
+	// history is then not linearizable by design (each side served
+	// without the other's writes), so porcupine does not judge it (the
+	// checker's deferred rules do). Seed 3076581: cut both ways, the
+	// primary went solo in 8/1, acknowledged a write and left; the
+	// replica, told nothing, fenced it and led in 8/2 without that write,
+	// never at the same instant as 8/1.
 	apart bool
+	// ledTerm is, per term, the node that led in it.
+	ledTerm map[uint64]uint64
 	// truth is the settled leader's log, when porcupine judged the run.
 	truth Truth
 	// checking is the wall time the porcupine check took (not a Stat:
@@ -308,6 +316,22 @@ func (w *World) afterStep() {
 	}
 	if leaders > 1 {
 		w.apart = true
+	}
+	if !w.check.twoWay {
+		return // before a two-way cut, porcupine judges every history
+	}
+	for _, v := range w.views {
+		if !v.Up || !v.Leads {
+			continue
+		}
+		if w.ledTerm == nil {
+			w.ledTerm = make(map[uint64]uint64)
+		}
+		if n, ok := w.ledTerm[v.Epoch.Term]; !ok {
+			w.ledTerm[v.Epoch.Term] = v.Epoch.Node
+		} else if n != v.Epoch.Node {
+			w.apart = true
+		}
 	}
 }
 
