@@ -2,7 +2,6 @@ package floor
 
 import (
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 	"strings"
@@ -174,20 +173,20 @@ func (r *Result) Markdown(w io.Writer) error {
 		r.Size, Preallocated>>20, r.Size, r.Method)
 	b.WriteString("| part | layout | n | p50 | p90 | p99 | max |\n|---|---|--:|--:|--:|--:|--:|\n")
 	if r.SyncErr != "" {
-		fmt.Fprintf(&b, "| append + fdatasync | work directory | failed: %s | | | | |\n", oneLine(r.SyncErr))
+		fmt.Fprintf(&b, "| append + fdatasync | work directory | failed: %s | | | | |\n", report.OneLine(r.SyncErr))
 	} else {
 		distRow(&b, "append + fdatasync", "work directory", r.Sync)
 	}
 	for _, t := range r.Trips {
 		if t.Err != "" {
-			fmt.Fprintf(&b, "| DDS round trip | %s | failed: %s | | | | |\n", t.Layout, oneLine(t.Err))
+			fmt.Fprintf(&b, "| DDS round trip | %s | failed: %s | | | | |\n", t.Layout, report.OneLine(t.Err))
 			continue
 		}
 		distRow(&b, "DDS round trip", t.Layout.String(), t.RTT)
 		switch {
 		case r.RefName == "":
 		case t.RefErr != "":
-			fmt.Fprintf(&b, "| %s round trip (reference) | %s | failed: %s | | | | |\n", r.RefName, t.Layout, oneLine(t.RefErr))
+			fmt.Fprintf(&b, "| %s round trip (reference) | %s | failed: %s | | | | |\n", r.RefName, t.Layout, report.OneLine(t.RefErr))
 		default:
 			distRow(&b, r.RefName+" round trip (reference)", t.Layout.String(), t.Ref)
 		}
@@ -223,14 +222,7 @@ func (r *Result) Markdown(w io.Writer) error {
 
 // HTML shows the Markdown as preformatted text, as the page shows
 // summary.md, so the two renderings cannot disagree.
-func (r *Result) HTML(w io.Writer) error {
-	var b strings.Builder
-	if err := r.Markdown(&b); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "<pre>%s</pre>\n", template.HTMLEscapeString(b.String()))
-	return err
-}
+func (r *Result) HTML(w io.Writer) error { return report.PreHTML(w, r.Markdown) }
 
 func fmtFloor(d time.Duration, ok bool) string {
 	if !ok {
@@ -255,13 +247,4 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.0f µs", float64(d)/1e3)
 	}
-}
-
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	s = strings.ReplaceAll(s, "|", "/")
-	if len(s) > 160 {
-		s = s[:160] + "…"
-	}
-	return s
 }

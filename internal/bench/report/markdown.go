@@ -33,7 +33,7 @@ func (r *Report) Markdown(w io.Writer) error {
 	for _, t := range r.Targets {
 		st := "ok"
 		if t.Error != "" {
-			st = "failed: " + oneLine(t.Error)
+			st = "failed: " + OneLine(t.Error)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Version, st)
 	}
@@ -46,7 +46,7 @@ func (r *Report) Markdown(w io.Writer) error {
 	for _, t := range r.Targets {
 		fmt.Fprintf(&b, "\n### %s\n\n%s\n\n", t.Name, t.Version)
 		if t.Error != "" {
-			fmt.Fprintf(&b, "**Failed:** %s\n\n", oneLine(t.Error))
+			fmt.Fprintf(&b, "**Failed:** %s\n\n", OneLine(t.Error))
 		}
 		if len(t.Results) == 0 {
 			continue
@@ -74,7 +74,7 @@ func (r *Report) Markdown(w io.Writer) error {
 			}
 			errs := fmt.Sprint(res.Errors)
 			if res.Errors > 0 {
-				errs += " (" + oneLine(res.FirstError) + ")"
+				errs += " (" + OneLine(res.FirstError) + ")"
 			}
 			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s |", res.Op, res.Clients, res.Throughput,
 				fmtUS(res.P50US), fmtUS(res.P90US), fmtUS(res.P99US), fmtUS(res.P999US), errs)
@@ -98,13 +98,4 @@ func (r *Report) Markdown(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	s = strings.ReplaceAll(s, "|", "/")
-	if len(s) > 160 {
-		s = s[:160] + "…"
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package scale
 import (
 	"context"
 	"fmt"
-	"html/template"
 	"io"
 	"strings"
 	"time"
@@ -170,11 +169,4 @@ func (r *Result) Markdown(w io.Writer) error {
 	return err
 }
 
-func (r *Result) HTML(w io.Writer) error {
-	var b strings.Builder
-	if err := r.Markdown(&b); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "<pre>%s</pre>\n", template.HTMLEscapeString(b.String()))
-	return err
-}
+func (r *Result) HTML(w io.Writer) error { return report.PreHTML(w, r.Markdown) }

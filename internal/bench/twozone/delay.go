@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/dyad-db/dyad/internal/bench/report"
 	"github.com/dyad-db/dyad/internal/bench/target"
 	"github.com/dyad-db/dyad/internal/bench/workload"
 )
@@ -158,7 +159,7 @@ func (r *DelayResult) Markdown(w io.Writer) error {
 }
 
 func (r *DelayResult) HTML(w io.Writer) error {
-	if err := markdownHTML(w, r.Markdown); err != nil {
+	if err := report.PreHTML(w, r.Markdown); err != nil {
 		return err
 	}
 	var lat, thr []any

@@ -80,7 +80,7 @@ func (r *FailoverResult) Markdown(w io.Writer) error {
 }
 
 func (r *FailoverResult) HTML(w io.Writer) error {
-	if err := markdownHTML(w, r.Markdown); err != nil {
+	if err := report.PreHTML(w, r.Markdown); err != nil {
 		return err
 	}
 	rates := rateSeries(r.timeline, r.t0)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -52,17 +51,6 @@ func writeFigure(w io.Writer, title string, p *plot.Plot) error {
 		return err
 	}
 	_, err = fmt.Fprintf(w, "<div class=\"fig\"><h3>%s</h3>%s</div>\n", template.HTMLEscapeString(title), svg)
-	return err
-}
-
-// markdownHTML shows a section's Markdown as preformatted text, as the
-// page shows summary.md, so the two renderings cannot disagree.
-func markdownHTML(w io.Writer, md func(io.Writer) error) error {
-	var b strings.Builder
-	if err := md(&b); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "<pre>%s</pre>\n", template.HTMLEscapeString(b.String()))
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dyad-db/dyad/internal/bench/report"
 	"gonum.org/v1/plot/plotter"
 )
 
@@ -67,7 +68,7 @@ func writeHash(b *strings.Builder, h Hash) {
 }
 
 func (r *ReplicationResult) HTML(w io.Writer) error {
-	if err := markdownHTML(w, r.Markdown); err != nil {
+	if err := report.PreHTML(w, r.Markdown); err != nil {
 		return err
 	}
 	if len(r.series) == 0 {
@@ -116,7 +117,7 @@ func (r *LoadResult) Markdown(w io.Writer) error {
 	return err
 }
 
-func (r *LoadResult) HTML(w io.Writer) error { return markdownHTML(w, r.Markdown) }
+func (r *LoadResult) HTML(w io.Writer) error { return report.PreHTML(w, r.Markdown) }
 
 func (*ContrastResult) Title() string {
 	return "Zone loss on etcd and kine (contrast to dyad's failover)"
@@ -151,4 +152,4 @@ func (r *ContrastResult) Markdown(w io.Writer) error {
 	return err
 }
 
-func (r *ContrastResult) HTML(w io.Writer) error { return markdownHTML(w, r.Markdown) }
+func (r *ContrastResult) HTML(w io.Writer) error { return report.PreHTML(w, r.Markdown) }
