@@ -40,25 +40,23 @@ type Trip struct {
 // Floor is one fdatasync's p50 plus one round trip's p50 in layout l; ok
 // is false when either was not measured.
 func (r *Result) Floor(l Layout) (d time.Duration, ok bool) {
-	if r.SyncErr != "" || r.Sync.N == 0 {
-		return 0, false
-	}
-	for _, t := range r.Trips {
-		if t.Layout == l && t.Err == "" && t.RTT.N > 0 {
-			return r.Sync.P50 + t.RTT.P50, true
-		}
-	}
-	return 0, false
+	return r.floorWith(l, func(t Trip) (report.Dist, string) { return t.RTT, t.Err })
 }
 
 // RefFloor is Floor with the reference's round trip instead.
 func (r *Result) RefFloor(l Layout) (d time.Duration, ok bool) {
+	return r.floorWith(l, func(t Trip) (report.Dist, string) { return t.Ref, t.RefErr })
+}
+
+// floorWith is the fdatasync's p50 plus the p50 of the round trip that
+// trip picks from layout l's Trip.
+func (r *Result) floorWith(l Layout, trip func(Trip) (report.Dist, string)) (time.Duration, bool) {
 	if r.SyncErr != "" || r.Sync.N == 0 {
 		return 0, false
 	}
 	for _, t := range r.Trips {
-		if t.Layout == l && t.RefErr == "" && t.Ref.N > 0 {
-			return r.Sync.P50 + t.Ref.P50, true
+		if d, err := trip(t); t.Layout == l && err == "" && d.N > 0 {
+			return r.Sync.P50 + d.P50, true
 		}
 	}
 	return 0, false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dyad-db/dyad/internal/bench/report"
+	"github.com/dyad-db/dyad/internal/fsutil"
 )
 
 // SyncConfig sizes one fdatasync sample run.
@@ -73,7 +74,7 @@ func Sync(cfg SyncConfig) (report.Dist, error) {
 	if err := f.Sync(); err != nil {
 		return report.Dist{}, err
 	}
-	if err := syncDir(cfg.Dir); err != nil {
+	if err := fsutil.SyncDir(cfg.Dir); err != nil {
 		return report.Dist{}, err
 	}
 	rec := make([]byte, cfg.Record)
@@ -118,13 +119,4 @@ func fdatasync(fd int) error {
 			return err
 		}
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
