@@ -84,19 +84,60 @@ type Options struct {
 	InitialMmapSize int
 	// OnCommit, when set, observes each commit's duration (metrics).
 	OnCommit func(time.Duration)
+	// BatchInterval is how long what Apply wrote may stay uncommitted
+	// before the background committer commits it (etcd's
+	// --backend-batch-interval). 0 means 100 ms; negative turns the
+	// committer off (Commit, Update and Close still commit).
+	BatchInterval time.Duration
+	// BatchLimit commits at the end of the Apply that brings the pending
+	// batch to this many puts and deletes (etcd's
+	// --backend-batch-limit). 0 means 10,000.
+	BatchLimit int
 }
+
+// Defaults of the background commit, etcd's own.
+const (
+	DefaultBatchInterval = 100 * time.Millisecond
+	DefaultBatchLimit    = 10000
+)
 
 // Backend is the durable store. Safe for concurrent use.
 type Backend struct {
 	path string
 	opts Options
 
+	// wmu serialises writers: Apply, Update, Commit and the background
+	// committer, and everything that replaces or closes the file. It
+	// guards the fields below it up to ovmu.
+	wmu sync.Mutex
+	// pend is the pending write transaction Apply writes into (nil:
+	// none open); pendingOps counts its puts and deletes, pendSince is
+	// when it was opened.
+	pend       *bolt.Tx
+	pendingOps int
+	pendSince  time.Time
+	// broken is set when a pending batch was lost (its callback or its
+	// commit failed): every later write fails with it, because what a
+	// caller was told is durable here only through its own log (the
+	// server's journal) and the data file no longer has it.
+	broken error
+
 	// swap guards db. Transactions hold it for reading; Defrag holds it
 	// for writing while it replaces the file.
 	swap sync.RWMutex
 	db   *bolt.DB
 
+	// ovmu guards ov, the pending batch's changes as readers see them.
+	// The writer (holding wmu) changes ov under it; a reader takes it
+	// only to open its bbolt read transaction and clone ov, in one step
+	// (see View for why both).
+	ovmu sync.Mutex
+	ov   *overlay
+
 	fault atomic.Pointer[func() error] // see InjectFault
+
+	stop chan struct{} // closed by Close: the committer returns
+	done chan struct{} // closed when the committer has returned
 }
 
 // InjectFault is for tests: while f returns an error, every Update fails
@@ -136,14 +177,45 @@ func Open(path string, opts Options) (*Backend, error) {
 		db.Close()
 		return nil, err
 	}
-	b := &Backend{path: path, opts: opts, db: db}
+	if opts.BatchInterval == 0 {
+		opts.BatchInterval = DefaultBatchInterval
+	}
+	if opts.BatchLimit <= 0 {
+		opts.BatchLimit = DefaultBatchLimit
+	}
+	b := &Backend{path: path, opts: opts, db: db, ov: newOverlay(), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := b.Update(func(tx WriteTx) error {
 		return nil
 	}); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if opts.BatchInterval > 0 {
+		go b.committer()
+	} else {
+		close(b.done)
+	}
 	return b, nil
+}
+
+// committer commits what Apply left pending once it is BatchInterval old.
+// Its owner is the Backend: Close stops it and waits for it.
+func (b *Backend) committer() {
+	defer close(b.done)
+	t := time.NewTicker(b.opts.BatchInterval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		b.wmu.Lock()
+		if b.pend != nil && time.Since(b.pendSince) >= b.opts.BatchInterval {
+			_ = b.commitLocked() // a failure marks the backend broken: the next write reports it
+		}
+		b.wmu.Unlock()
+	}
 }
 
 // Verify reads every page reachable in an existing data file (every
@@ -231,26 +303,132 @@ func openBolt(path string, opts Options) (*bolt.DB, error) {
 // Path is the data file's path.
 func (b *Backend) Path() string { return b.path }
 
-// View runs fn in a read-only transaction.
+// View runs fn in a read-only transaction that sees every write made so
+// far, committed or still pending (Apply).
+//
+// The bbolt read transaction is opened and the overlay cloned under ovmu,
+// which a commit takes only after bbolt's commit returned, to empty the
+// overlay. So a reader gets either the overlay from before that point
+// (which holds everything the commit wrote, so it does not matter which
+// side of the commit its bbolt transaction fell on), or an empty one
+// with a bbolt transaction opened after the commit.
 func (b *Backend) View(fn func(tx ReadTx) error) error {
 	b.swap.RLock()
 	defer b.swap.RUnlock()
-	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
-}
-
-// Update runs fn in a read-write transaction and commits it durably (fsync)
-// before returning. If fn fails nothing is written.
-func (b *Backend) Update(fn func(tx WriteTx) error) error {
-	b.swap.RLock()
-	defer b.swap.RUnlock()
-	tx, err := b.db.Begin(true)
+	b.ovmu.Lock()
+	tx, err := b.db.Begin(false)
+	var ov *overlay
+	if err == nil {
+		ov = b.ov.clone()
+	}
+	b.ovmu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := fn(boltTx{tx}); err != nil {
-		tx.Rollback()
+	defer tx.Rollback()
+	if ov == nil {
+		return fn(boltTx{tx})
+	}
+	return fn(ovReadTx{base: boltTx{tx}, ov: ov})
+}
+
+// Apply runs fn in the pending write transaction and returns without
+// committing it. What fn writes is visible at once to every reader
+// (View) and to later Apply and Update callbacks, and becomes durable at
+// the next commit: Commit, Update, Close, the background committer
+// (BatchInterval), or the end of an Apply that reaches BatchLimit.
+//
+// The caller makes the batch durable by its own means before it tells
+// anybody it is (the server's journal) and, after a crash, brings back
+// what the data file lacks from there.
+//
+// If fn fails, or an injected fault fires, the pending transaction is
+// rolled back with every earlier Apply not yet committed, and the
+// backend is broken: every later write fails. A storage failure stops
+// the server, which rebuilds from its journal at the next start.
+func (b *Backend) Apply(fn func(tx WriteTx) error) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if b.broken != nil {
+		return b.broken
+	}
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	if b.pend == nil {
+		tx, err := b.db.Begin(true)
+		if err != nil {
+			return err
+		}
+		b.pend, b.pendingOps, b.pendSince = tx, 0, time.Now()
+	}
+	b.ovmu.Lock()
+	before := b.ov.clone() // to take fn's own changes back out if it fails
+	b.ovmu.Unlock()
+	err := fn(batchTx{boltTx: boltTx{b.pend}, b: b})
+	if err == nil {
+		if f := b.fault.Load(); f != nil {
+			err = (*f)()
+		}
+	}
+	if err != nil {
+		b.pend.Rollback()
+		b.pend = nil
+		b.broken = fmt.Errorf("storage: a pending batch was lost: %w", err)
+		// Readers keep seeing what earlier Apply calls wrote (the
+		// caller's log has it) but nothing of fn's.
+		b.ovmu.Lock()
+		if before == nil {
+			before = newOverlay()
+		}
+		b.ov = before
+		b.ovmu.Unlock()
 		return err
 	}
+	if b.pendingOps >= b.opts.BatchLimit {
+		return b.commitLockedSwap()
+	}
+	return nil
+}
+
+// Commit commits what Apply left pending, durably; it does nothing when
+// nothing is pending.
+func (b *Backend) Commit() error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	return b.commitLocked()
+}
+
+// commitLocked commits the pending transaction. The caller holds wmu.
+func (b *Backend) commitLocked() error {
+	if b.broken != nil {
+		return b.broken
+	}
+	if b.pend == nil {
+		return nil
+	}
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	return b.commitLockedSwap()
+}
+
+// commitLockedSwap is commitLocked for a caller that holds swap for
+// reading too.
+func (b *Backend) commitLockedSwap() error {
+	tx := b.pend
+	b.pend = nil
+	if err := b.commitTx(tx); err != nil {
+		b.broken = fmt.Errorf("storage: a pending batch was lost: %w", err)
+		return err
+	}
+	// Only now: see View.
+	b.ovmu.Lock()
+	b.ov = newOverlay()
+	b.ovmu.Unlock()
+	return nil
+}
+
+// commitTx commits tx durably, or rolls it back on an injected fault.
+func (b *Backend) commitTx(tx *bolt.Tx) error {
 	if f := b.fault.Load(); f != nil {
 		if err := (*f)(); err != nil {
 			tx.Rollback()
@@ -265,7 +443,7 @@ func (b *Backend) Update(fn func(tx WriteTx) error) error {
 		return err
 	}
 	start := time.Now()
-	err = tx.Commit()
+	err := tx.Commit()
 	if b.opts.OnCommit != nil {
 		b.opts.OnCommit(time.Since(start))
 	}
@@ -273,6 +451,30 @@ func (b *Backend) Update(fn func(tx WriteTx) error) error {
 		err = failpoint.Hit(failpoint.AfterCommit)
 	}
 	return err
+}
+
+// Update runs fn in a read-write transaction of its own and commits it
+// durably (fsync) before returning. If fn fails nothing of fn's is
+// written. What Apply left pending is committed first, in a commit of its
+// own: bbolt cannot take back part of a transaction, and fn's failure
+// must not take the pending batch with it.
+func (b *Backend) Update(fn func(tx WriteTx) error) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if err := b.commitLocked(); err != nil {
+		return err
+	}
+	b.swap.RLock()
+	defer b.swap.RUnlock()
+	tx, err := b.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	if err := fn(boltTx{tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return b.commitTx(tx)
 }
 
 // Size is the size of the data file in bytes (etcd's dbSize).
@@ -301,6 +503,10 @@ func (b *Backend) SizeInUse() int64 {
 // the SHA-256 of everything written before it: etcd's snapshot format.
 // onSize, if set, learns the total size before the first byte is written.
 func (b *Backend) Snapshot(w io.Writer, onSize func(total int64)) (int64, error) {
+	// Everything written so far, pending included, goes into the copy.
+	if err := b.Commit(); err != nil {
+		return 0, err
+	}
 	b.swap.RLock()
 	defer b.swap.RUnlock()
 	h := sha256.New()
@@ -323,6 +529,11 @@ func (b *Backend) Snapshot(w io.Writer, onSize func(total int64)) (int64, error)
 // Defrag rewrites the data file compactly and swaps it in. Every transaction
 // waits while it runs.
 func (b *Backend) Defrag() error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if err := b.commitLocked(); err != nil {
+		return err
+	}
 	b.swap.Lock()
 	defer b.swap.Unlock()
 	tmp := b.path + ".defrag"
@@ -391,6 +602,11 @@ func (b *Backend) Replace(snapshot string, prepare func(tx WriteTx) error) error
 			return err
 		}
 	}
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if err := b.commitLocked(); err != nil {
+		return err
+	}
 	b.swap.Lock()
 	defer b.swap.Unlock()
 	return b.swapInLocked(tmp)
@@ -400,9 +616,28 @@ func (b *Backend) Replace(snapshot string, prepare func(tx WriteTx) error) error
 // that after a clean close both of bbolt's meta pages describe the final
 // state: either can then be lost to a torn or rotten page without losing
 // a write (after a crash only the older one is spare).
+//
+// What Apply left pending is committed first; the background committer
+// is stopped.
 func (b *Backend) Close() error {
+	select {
+	case <-b.stop:
+	default:
+		close(b.stop)
+	}
+	<-b.done
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	// A broken backend's file holds its last good commit: close it as
+	// it is (the failure was reported to the writer that met it).
+	wasBroken := b.broken != nil
+	cerr := b.commitLocked()
 	b.swap.Lock()
 	defer b.swap.Unlock()
+	if cerr != nil && !wasBroken {
+		b.db.Close()
+		return cerr
+	}
 	if err := b.db.Update(func(*bolt.Tx) error { return nil }); err != nil {
 		b.db.Close()
 		return err
