@@ -194,3 +194,6 @@ func (j *Journal) Close() error {
 	j.w = nil
 	return err
 }
+
+// Exist reports whether dir holds a journal.
+func Exist(dir string) bool { return etcdwal.Exist(dir) }
