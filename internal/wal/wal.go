@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 
+	"github.com/dyad-db/dyad/internal/fsutil"
 	"github.com/dyad-db/dyad/internal/repl"
 )
 
@@ -112,8 +113,12 @@ func openAll(dir string) (*etcdwal.WAL, []raftpb.Entry, error) {
 	}
 }
 
-// create makes an empty journal in j.dir (etcd's Create builds it in a
-// temporary directory, renames it into place and syncs the parent).
+// create makes an empty journal in j.dir. etcd's Create builds it in a
+// temporary directory, renames that into place and syncs the parent, but
+// never syncs the directory itself, so the name of its first segment
+// would not be durable until the first segment cut: appends fdatasynced
+// into it could all vanish with a power loss. The directory is synced
+// here, before the first append.
 func (j *Journal) create() error {
 	if err := os.MkdirAll(filepath.Dir(j.dir), 0o700); err != nil {
 		return err
@@ -121,6 +126,12 @@ func (j *Journal) create() error {
 	w, err := etcdwal.Create(zap.NewNop(), j.dir, []byte(magic))
 	if err != nil {
 		return err
+	}
+	if !j.opts.NoSync {
+		if err := fsutil.SyncDir(j.dir); err != nil {
+			w.Close()
+			return err
+		}
 	}
 	if j.opts.NoSync {
 		w.SetUnsafeNoFsync()
@@ -175,7 +186,7 @@ func (j *Journal) Reset(after uint64) error {
 		}
 		j.w = nil
 	}
-	if err := os.RemoveAll(j.dir); err != nil {
+	if err := j.remove(); err != nil {
 		return err
 	}
 	if err := j.create(); err != nil {
@@ -183,6 +194,30 @@ func (j *Journal) Reset(after uint64) error {
 	}
 	j.last = after
 	return nil
+}
+
+// remove deletes the journal's files, makes that durable, then deletes
+// its directory: a crash never finds the directory's removal durable and
+// the removal of its files not.
+func (j *Journal) remove() error {
+	ents, err := os.ReadDir(j.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(j.dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if !j.opts.NoSync {
+		if err := fsutil.SyncDir(j.dir); err != nil {
+			return err
+		}
+	}
+	return os.Remove(j.dir)
 }
 
 // Close closes the journal.
