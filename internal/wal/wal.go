@@ -120,7 +120,7 @@ func openAll(dir string) (*etcdwal.WAL, []raftpb.Entry, error) {
 // into it could all vanish with a power loss. The directory is synced
 // here, before the first append.
 func (j *Journal) create() error {
-	if err := os.MkdirAll(filepath.Dir(j.dir), 0o700); err != nil {
+	if err := fsutil.MkdirAll(filepath.Dir(j.dir), 0o700); err != nil {
 		return err
 	}
 	w, err := etcdwal.Create(zap.NewNop(), j.dir, []byte(magic))
