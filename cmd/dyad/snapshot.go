@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -48,6 +49,12 @@ from a snapshot" in docs/OPERATIONS.md.`,
 				if plan == nil {
 					return fmt.Errorf("--initial-cluster %q names no pair: restore a single node without it", initialCluster)
 				}
+			}
+			// A journal left in the data dir would be replayed over the
+			// restored file at the first start: refuse it as RestoreSnapshot
+			// refuses an existing data file.
+			if _, err := os.Stat(server.JournalDir(dataDir)); err == nil {
+				return fmt.Errorf("%s already holds a journal (%s): restore into a new data dir", dataDir, server.JournalDir(dataDir))
 			}
 			dst := server.DBPath(dataDir)
 			if err := storage.RestoreSnapshot(args[0], dst); err != nil {

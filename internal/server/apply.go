@@ -314,7 +314,7 @@ drain:
 	early := s.repl != nil && s.repl.node.SendsBeforeFlush()
 	now := time.Now().UnixNano()
 	_, before, _ := s.store.Revs()
-	err := s.be.Update(func(tx storage.WriteTx) error {
+	fn := func(tx storage.WriteTx) error {
 		for _, p := range batch {
 			idx++
 			var r applyResult
@@ -336,24 +336,27 @@ drain:
 			}
 			results = append(results, r)
 			events = append(events, evs...)
+			// The entry: logged in a pair, journaled by both kinds of
+			// node (a single node's has no epoch and is never logged;
+			// applyEntry replays either).
+			var data []byte
+			if p.merge != 0 {
+				data = repl.MergeData(p.merge)
+			} else if data, err = p.req.Marshal(); err != nil {
+				return err
+			}
+			origin := p.origin
+			if origin == 0 {
+				origin = s.memberID
+			}
+			_, rev, _ := s.store.Revs()
+			e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Solo: solo, Merge: p.merge != 0, Rev: rev, Data: data}
 			if s.repl != nil {
-				var data []byte
-				if p.merge != 0 {
-					data = repl.MergeData(p.merge)
-				} else if data, err = p.req.Marshal(); err != nil {
-					return err
-				}
-				origin := p.origin
-				if origin == 0 {
-					origin = s.memberID
-				}
-				_, rev, _ := s.store.Revs()
-				e := repl.Entry{Index: idx, Epoch: epoch, Origin: origin, ReqID: p.reqID, Time: now, Solo: solo, Merge: p.merge != 0, Rev: rev, Data: data}
 				if err := replstore.Append(tx, &e); err != nil {
 					return err
 				}
-				entries = append(entries, e)
 			}
+			entries = append(entries, e)
 		}
 		if err := tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(idx)); err != nil {
 			return err
@@ -367,7 +370,7 @@ drain:
 		// Sequence the batch and send it now, before this transaction's
 		// commit: the replica flushes it while this node does. The core
 		// commits it only once both report it durable (Persisted below,
-		// after the commit; the replica's ack after its flush), so
+		// after the journal append; the replica's ack after its own), so
 		// nothing of it is released before it is on both disks.
 		if err := s.repl.node.Propose(entries); err != nil {
 			// Cannot happen: the role was checked above and nothing
@@ -377,9 +380,23 @@ drain:
 		}
 		s.sendProposed(idx)
 		return nil
-	})
+	}
+	// A batch is applied without a data-file commit and made durable by
+	// the journal (journal.go), unless it holds a merge, which commits
+	// synchronously. The batch never carries a hard state: the MetaTerm
+	// put above rewrites the term in force, which changes only through a
+	// synchronous hard-state commit.
+	var err error
+	if !merging(batch) {
+		if err = s.be.Apply(fn); err == nil {
+			err = s.journalBatch(entries)
+		}
+	} else {
+		err = s.be.Update(fn)
+	}
 	if err != nil {
-		// Memory may be ahead of disk now. Refuse everything and stop;
+		// A failed apply, commit or journal append: the same storage
+		// failure. Memory may be ahead of disk now. Refuse everything and stop;
 		// the restart rebuilds from what is durable. Nobody in this
 		// batch was told "success"; none of it was published. A
 		// synchronous primary hands over what is durable on both nodes.
@@ -433,4 +450,14 @@ drain:
 	r.node.Persisted(idx, cur)
 	r.node.Applied(idx)
 	s.handleReady()
+}
+
+// merging reports whether batch holds a merge entry.
+func merging(batch []*proposal) bool {
+	for _, p := range batch {
+		if p.merge != 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -9,3 +9,10 @@ func InjectStorageFault(s *Server, f func() error) { s.be.InjectFault(f) }
 // SpeakProtocols makes a node built from c speak the protocol versions r
 // only, as a build of those versions would.
 func SpeakProtocols(c *ReplConfig, r repl.ProtocolRange) { c.build = r }
+
+// AppliedIndex is the index of the last entry the node applied.
+func AppliedIndex(s *Server) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appliedIdx
+}

@@ -2,14 +2,12 @@ package server
 
 import (
 	"encoding/binary"
-	"fmt"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/repl"
-	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -168,7 +166,11 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 }
 
 // applyFollowed applies and persists entries as the replica, with the hard
-// state hs (the epoch records they start), in one transaction.
+// state hs (the epoch records they start). Without a hard state (and
+// without a merge) the entries are applied without a data-file commit and
+// made durable by the journal (journal.go): the journal holds entries
+// only, so a hard state must never ride on it, and such a batch, like a
+// merge, is committed synchronously in one transaction.
 func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 	r := s.repl
 	results := make([]applyResult, len(es))
@@ -176,48 +178,31 @@ func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 	evsOf := make([][]mvccEvent, len(es))
 	jobOf := make([]*compactJob, len(es))
 	_, before, _ := s.store.Revs()
-	err := s.be.Update(func(tx storage.WriteTx) error {
+	fn := func(tx storage.WriteTx) error {
 		for i := range es {
-			e := &es[i]
-			req := &pb.InternalRaftRequest{}
-			if !e.Merge {
-				if err := req.Unmarshal(e.Data); err != nil {
-					return fmt.Errorf("entry %d: %w", e.Index, err)
-				}
-			}
-			var res applyResult
-			var evs []mvccEvent
-			var job *compactJob
-			var err error
-			if e.Merge {
-				var rev int64
-				if rev, err = e.MergeRev(); err == nil {
-					job, err = s.applyMerge(tx, rev)
-				}
-			} else {
-				res, evs, job, err = s.apply(tx, req)
-			}
+			res, evs, job, rev, err := s.applyEntry(tx, &es[i])
 			if err != nil {
 				return err
-			}
-			_, rev, _ := s.store.Revs()
-			if e.Rev != 0 && rev != e.Rev {
-				return fmt.Errorf("entry %d: revision %d here, %d on the leader: the histories differ", e.Index, rev, e.Rev)
 			}
 			if job != nil {
 				res.physical = job.done
 			}
 			results[i], revs[i], evsOf[i], jobOf[i] = res, rev, evs, job
-			if err := replstore.Append(tx, e); err != nil {
-				return err
-			}
 		}
 		if err := putHardState(tx, hs); err != nil {
 			return err
 		}
 		last := es[len(es)-1].Index
 		return tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(last))
-	})
+	}
+	var err error
+	if hs.IsEmpty() && !hasMerge(es) {
+		if err = s.be.Apply(fn); err == nil {
+			err = s.journalBatch(es)
+		}
+	} else {
+		err = s.be.Update(fn)
+	}
 	if err != nil {
 		return err
 	}
@@ -288,4 +273,14 @@ func (s *Server) release(p *pending) {
 			q.done <- p.results[i]
 		}
 	}
+}
+
+// hasMerge reports whether es holds a merge entry.
+func hasMerge(es []repl.Entry) bool {
+	for i := range es {
+		if es[i].Merge {
+			return true
+		}
+	}
+	return false
 }

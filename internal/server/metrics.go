@@ -86,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ProposalsApplied: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_server_proposals_applied_total", Help: "The total number of log entries applied."}),
 		ProposalsFailed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_server_proposals_failed_total", Help: "The total number of failed proposals seen."}),
 		ProposalsPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_server_proposals_pending", Help: "The current number of pending proposals to commit."}),
-		FsyncDuration:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcd_disk_wal_fsync_duration_seconds", Help: "The latency distributions of fsync called by the log (dyad: one per group commit).", Buckets: durBuckets}),
+		FsyncDuration:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcd_disk_wal_fsync_duration_seconds", Help: "The latency distributions of fsync called by WAL (dyad: the journal's, one per group commit).", Buckets: durBuckets}),
 		CommitDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcd_disk_backend_commit_duration_seconds", Help: "The latency distributions of commit called by backend.", Buckets: durBuckets}),
 		DBSize:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_db_total_size_in_bytes", Help: "Total size of the underlying database physically allocated in bytes."}),
 		DBSizeInUse:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_db_total_size_in_use_in_bytes", Help: "Total size of the underlying database logically in use in bytes."}),

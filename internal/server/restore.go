@@ -15,6 +15,9 @@ func AdoptIdentity(dataDir string, cluster, member uint64) error {
 		return err
 	}
 	defer be.Close()
+	if err := checkNoJournalTail(dataDir, be); err != nil {
+		return err
+	}
 	return be.Update(func(tx storage.WriteTx) error {
 		if err := tx.Put(storage.BucketMeta, metaClusterID, storage.PutUint64(cluster)); err != nil {
 			return err

@@ -232,6 +232,12 @@ func (s *Server) installSnapshot(path string, floor uint64) error {
 			drained = true
 		}
 	}
+	// The journal is emptied before the data file is replaced, so that a
+	// restart never replays this node's old entries over the leader's
+	// file.
+	if err := s.emptyJournal(); err != nil {
+		return err
+	}
 	// The file is the leader's: it gets this node's identity before it
 	// becomes the data file. Rewritten afterwards, a crash in between left
 	// a data file naming the leader, and the restarted node took itself
@@ -323,6 +329,11 @@ func ForcePrimary(dataDir string) (repl.EpochRecord, error) {
 		return repl.EpochRecord{}, err
 	}
 	defer be.Close()
+	// The solo epoch starts after the last entry: one only journaled
+	// would be left inside it.
+	if err := checkNoJournalTail(dataDir, be); err != nil {
+		return repl.EpochRecord{}, err
+	}
 	var rec repl.EpochRecord
 	err = be.Update(func(tx storage.WriteTx) error {
 		member := storage.Uint64(tx.Get(storage.BucketMeta, metaMemberID))

@@ -71,6 +71,11 @@ func (s *Server) dropSuffix(keep uint64) error {
 	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
+	// The journal is emptied before the suffix goes, so that a restart
+	// never replays the dropped entries over the shortened data file.
+	if err := s.emptyJournal(); err != nil {
+		return err
+	}
 	var epochs []repl.EpochRecord
 	err = s.store.DropAbove(rev, func(tx storage.WriteTx) error {
 		h, err := replstore.Epochs(tx)

@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -88,8 +89,13 @@ type fileUndo struct {
 
 // dirOp is one unsynced directory operation.
 type dirOp struct {
+	seq     int             // its place among every operation recorded
 	pending map[uint64]bool // directories (inodes) still to be fsynced
-	undo    func() error
+	// undo reverts the operation; at maps a backing path as the
+	// operation saw it to where it is now (see FS.atLocked).
+	undo func(at func(string) string) error
+	// from and to: for the rename of a directory, its backing paths.
+	from, to string
 }
 
 // FS is one mount of the power-loss file system.
@@ -99,14 +105,18 @@ type FS struct {
 
 	// mu serialises every changing operation with the undo records and
 	// the cut, so that a record always describes the bytes on disk.
-	mu       sync.Mutex
-	cut      bool
-	cutc     chan struct{}
-	trig     Trigger
-	writes   int
-	syncs    int
-	files    map[uint64]*fileUndo // by backing inode
-	ops      []*dirOp             // in the order they happened
+	mu     sync.Mutex
+	cut    bool
+	cutc   chan struct{}
+	trig   Trigger
+	writes int
+	syncs  int
+	files  map[uint64]*fileUndo // by backing inode
+	ops    []*dirOp             // in the order they happened
+	opSeq  int                  // the last dirOp.seq given
+	// moves are the renames of directories, durable or not, that an
+	// unsynced operation may still need to follow (FS.atLocked).
+	moves    []*dirOp
 	graveSeq int
 }
 
@@ -270,7 +280,7 @@ func (f *FS) Crash(mode Mode, rng *rand.Rand) (Report, error) {
 		keep = rng.Intn(len(f.ops) + 1)
 	}
 	for i := len(f.ops) - 1; i >= keep; i-- {
-		if err := f.ops[i].undo(); err != nil {
+		if err := f.ops[i].undo(f.atLocked(f.ops[i])); err != nil {
 			return rep, fmt.Errorf("powerfs: undo: %w", err)
 		}
 		rep.DirOpsUndone++
@@ -393,12 +403,36 @@ func (f *FS) graveLocked(p string) (string, error) {
 
 // opLocked records an unsynced directory operation on the directories
 // dirs (inodes).
-func (f *FS) opLocked(undo func() error, dirs ...uint64) {
-	op := &dirOp{pending: map[uint64]bool{}, undo: undo}
+func (f *FS) opLocked(undo func(at func(string) string) error, dirs ...uint64) *dirOp {
+	f.opSeq++
+	op := &dirOp{seq: f.opSeq, pending: map[uint64]bool{}, undo: undo}
 	for _, d := range dirs {
 		op.pending[d] = true
 	}
 	f.ops = append(f.ops, op)
+	return op
+}
+
+// atLocked returns where a backing path that op saw is when op is undone
+// (Crash undoes from the newest operation back): moved by the renames of
+// a directory above it that came after op and stay, being durable. A
+// file created in a directory that is then renamed, with only the rename
+// made durable (its parent fsynced, the directory itself not), is so
+// removed where it now is.
+func (f *FS) atLocked(op *dirOp) func(string) string {
+	return func(p string) string {
+		for _, m := range f.moves {
+			if m.seq <= op.seq || len(m.pending) > 0 {
+				continue // before op, or undone before it
+			}
+			if p == m.from {
+				p = m.to
+			} else if rel, ok := strings.CutPrefix(p, m.from+string(filepath.Separator)); ok {
+				p = filepath.Join(m.to, rel)
+			}
+		}
+		return p
+	}
 }
 
 // syncDirLocked makes every operation on directory ino durable as far as
@@ -412,6 +446,18 @@ func (f *FS) syncDirLocked(ino uint64) {
 		}
 	}
 	f.ops = kept
+	// A move matters only to operations before it that may be undone.
+	oldest := f.opSeq + 1
+	if len(f.ops) > 0 {
+		oldest = f.ops[0].seq
+	}
+	moves := f.moves[:0]
+	for _, m := range f.moves {
+		if m.seq > oldest {
+			moves = append(moves, m)
+		}
+	}
+	f.moves = moves
 }
 
 // node is a loopback node whose changing operations keep undo records.
@@ -597,11 +643,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 // created records a new entry name in n, undone by removing it.
 func (n *node) createdLocked(name string, child *gofs.Inode, isDir bool) {
 	p := filepath.Join(n.backing(), name)
-	n.fs.opLocked(func() error {
+	n.fs.opLocked(func(at func(string) string) error {
 		if isDir {
-			return os.RemoveAll(p)
+			return os.RemoveAll(at(p))
 		}
-		return os.Remove(p)
+		return os.Remove(at(p))
 	}, n.ino())
 	if !isDir {
 		n.fs.files[child.StableAttr().Ino] = &fileUndo{pages: map[int64][]byte{}}
@@ -699,7 +745,7 @@ func (n *node) removeLocked(name string) syscall.Errno {
 	if err != nil {
 		return gofs.ToErrno(err)
 	}
-	f.opLocked(func() error { return os.Rename(g, p) }, n.ino())
+	f.opLocked(func(at func(string) string) error { return os.Rename(g, at(p)) }, n.ino())
 	return 0
 }
 
@@ -738,7 +784,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	src := filepath.Join(n.backing(), name)
 	dst := filepath.Join(np.backing(), newName)
-	if _, err := os.Lstat(src); err != nil {
+	st, err := os.Lstat(src)
+	if err != nil {
 		return gofs.ToErrno(err)
 	}
 	replaced := ""
@@ -757,15 +804,19 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if err := os.Rename(src, dst); err != nil {
 		return gofs.ToErrno(err)
 	}
-	f.opLocked(func() error {
-		if err := os.Rename(dst, src); err != nil {
+	op := f.opLocked(func(at func(string) string) error {
+		if err := os.Rename(at(dst), at(src)); err != nil {
 			return err
 		}
 		if replaced != "" {
-			return os.Rename(replaced, dst)
+			return os.Rename(replaced, at(dst))
 		}
 		return nil
 	}, n.ino(), np.ino())
+	if st.IsDir() {
+		op.from, op.to = src, dst
+		f.moves = append(f.moves, op)
+	}
 	return 0
 }
 

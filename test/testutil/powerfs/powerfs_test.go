@@ -120,6 +120,40 @@ func TestDirSyncMakesRenameDurable(t *testing.T) {
 	}
 }
 
+// TestRenamedDirKeepsItsUnsyncedEntries: a file created in a directory
+// that is then renamed, with only the rename made durable (the parent
+// fsynced, the directory itself not), is gone after a crash, from where
+// the directory now is; the renamed directory stays. (etcd's WAL creates
+// its first segment so: in dir.tmp, renamed to dir, the parent synced.)
+func TestRenamedDirKeepsItsUnsyncedEntries(t *testing.T) {
+	f, dir, mnt := mount(t)
+	if err := os.Mkdir(filepath.Join(mnt, "d.tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(mnt, "d.tmp", "seg"), []byte("record"), true)
+	if err := os.Rename(filepath.Join(mnt, "d.tmp"), filepath.Join(mnt, "d")); err != nil {
+		t.Fatal(err)
+	}
+	syncDir(t, mnt)
+	rep, err := f.Crash(Clean, rand.New(rand.NewSource(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "root")
+	if st, err := os.Stat(filepath.Join(root, "d")); err != nil || !st.IsDir() {
+		t.Fatalf("the durably renamed directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "d", "seg")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the entry its directory never synced survived the crash (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "d.tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the old name is back (%v)", err)
+	}
+	if rep.DirOpsUndone != 1 {
+		t.Fatalf("report %+v: want the one create undone", rep)
+	}
+}
+
 // TestTornCrashMixesSectors checks that a torn crash keeps some unsynced
 // sectors and loses others, each sector whole.
 func TestTornCrashMixesSectors(t *testing.T) {

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
+	"github.com/dyad-db/dyad/internal/storage"
+	"github.com/dyad-db/dyad/internal/wal"
+)
+
+// The journal on the write path.
+//
+// A batch (a leader's group commit, or the entries a replica follows) is
+// applied into the data file without a commit (storage.Backend.Apply),
+// then its entries are appended to the journal with one fdatasync: from
+// that moment the batch is durable on this node, and only then is it
+// reported Persisted to the core, released to a single node's callers, or
+// acknowledged by a replica. The backend commits the data file later, on
+// its own (by time and count), with consistent_index in the same commit as
+// the data, so the data file alone is always an etcd backend as of some
+// index C, and the journal holds what came after C.
+//
+// Invariant: every entry up to journal.Last() is durable, in the data
+// file or in the journal. Every path keeps it:
+//   - a batch is journaled only when Last() is the index just before it
+//     (journalBatch); otherwise the data file is committed first, which
+//     covers the batch too (it is applied before it is journaled), and the
+//     journal restarts after the batch's first index less one;
+//   - every other write (hard state, merges, truncation, snapshot install,
+//     compaction, bootstrap) commits the data file synchronously
+//     (Backend.Update commits what Apply left pending as well), and the
+//     next journaled batch finds Last() behind and restarts the journal;
+//   - what moves consistent_index backwards or replaces the data file
+//     (truncation, snapshot install) commits and empties the journal
+//     first (emptyJournal), so a restart never replays entries of a
+//     history the data file left.
+//
+// A start replays the journal's entries above C through applyEntry, the
+// code a replica applies entries with, commits, and empties the journal
+// (replayJournal). The journal is touched only by the apply loop, by New
+// before the loop starts and by Close after it stopped.
+
+// journalMax bounds the journal: past it, the loop commits the data file
+// and empties the journal inline (rare: the backend commits every 100 ms
+// or 10,000 writes on its own).
+const journalMax = 64 << 20
+
+// JournalDir is where a data dir keeps its journal.
+func JournalDir(dataDir string) string { return filepath.Join(dataDir, "member", "dyad-wal") }
+
+// openJournal opens the data dir's journal and replays it. Called by New
+// once the store, the leases and auth are loaded, before the core starts
+// (the core reads the log from the data file).
+func (s *Server) openJournal() error {
+	j, ents, err := wal.Open(JournalDir(s.cfg.DataDir), wal.Options{NoSync: s.cfg.UnsafeNoFsync})
+	if err != nil {
+		return fmt.Errorf("opening the journal: %w", err)
+	}
+	s.journal = j
+	if err := s.replayJournal(ents); err != nil {
+		j.Close()
+		s.journal = nil
+		return err
+	}
+	return nil
+}
+
+// replayJournal applies the journaled entries above the data file's
+// consistent_index (s.appliedIdx), commits them with it, and empties the
+// journal. A journal that starts above consistent_index+1 leaves a hole
+// nothing can fill: the node refuses to start rather than guess.
+func (s *Server) replayJournal(ents []repl.Entry) error {
+	c := s.appliedIdx
+	if len(ents) > 0 && ents[0].Index > c+1 {
+		return fmt.Errorf("%w: the journal in %s starts at entry %d, but the data file holds entries only up to %d (consistent_index): entries %d to %d are lost",
+			storage.ErrCorrupt, JournalDir(s.cfg.DataDir), ents[0].Index, c, c+1, ents[0].Index-1)
+	}
+	var tail []repl.Entry
+	for i := range ents {
+		if ents[i].Index > c {
+			tail = ents[i:]
+			break
+		}
+	}
+	if len(tail) > 0 {
+		var jobs []*compactJob
+		err := s.be.Update(func(tx storage.WriteTx) error {
+			for i := range tail {
+				_, _, job, _, err := s.applyEntry(tx, &tail[i])
+				if err != nil {
+					return fmt.Errorf("replaying the journal: %w", err)
+				}
+				if job != nil {
+					jobs = append(jobs, job)
+				}
+			}
+			return tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(tail[len(tail)-1].Index))
+		})
+		if err != nil {
+			return err
+		}
+		last := tail[len(tail)-1]
+		s.appliedIdx = last.Index
+		if last.Epoch != (repl.Epoch{}) {
+			s.epoch = last.Epoch
+		}
+		_, rev, _ := s.store.Revs()
+		s.store.MarkDurable(rev) // as a start shows what the data file holds
+		// A compaction replayed here finishes here: the compactor does
+		// not run yet.
+		for _, j := range jobs {
+			if err := s.store.PhysicalCompact(j.c); err != nil {
+				return fmt.Errorf("replaying the journal: compacting at %d: %w", j.c.Rev, err)
+			}
+		}
+		s.log.Info("replayed the journal", "entries", len(tail), "from", tail[0].Index, "applied-index", s.appliedIdx, "revision", rev)
+	}
+	// Everything journaled is in a durable commit of the data file now.
+	return s.journal.Reset(s.appliedIdx)
+}
+
+// applyEntry applies one log entry in tx: the replica's path for the
+// leader's entries, and a restart's for the journal's (so a leader's batch
+// and a replica's replay alike). It checks the revision the entry records
+// and, for an entry of a pair's log (its epoch is set; a single node's
+// entries have none and are never logged), appends it to the replication
+// log. It returns the result, the watch events, the physical part of a
+// compaction, and the revision after the entry.
+func (s *Server) applyEntry(tx storage.WriteTx, e *repl.Entry) (applyResult, []mvccEvent, *compactJob, int64, error) {
+	var res applyResult
+	var evs []mvccEvent
+	var job *compactJob
+	var err error
+	if e.Merge {
+		var rev int64
+		if rev, err = e.MergeRev(); err == nil {
+			job, err = s.applyMerge(tx, rev)
+		}
+	} else {
+		req := &pb.InternalRaftRequest{}
+		if err := req.Unmarshal(e.Data); err != nil {
+			return res, nil, nil, 0, fmt.Errorf("entry %d: %w", e.Index, err)
+		}
+		res, evs, job, err = s.apply(tx, req)
+	}
+	if err != nil {
+		return res, nil, nil, 0, err
+	}
+	_, rev, _ := s.store.Revs()
+	if e.Rev != 0 && rev != e.Rev {
+		return res, nil, nil, 0, fmt.Errorf("entry %d: revision %d here, %d on the leader: the histories differ", e.Index, rev, e.Rev)
+	}
+	if e.Epoch != (repl.Epoch{}) {
+		if err := replstore.Append(tx, e); err != nil {
+			return res, nil, nil, 0, err
+		}
+	}
+	return res, evs, job, rev, nil
+}
+
+// journalBatch makes the entries of a batch already applied with
+// Backend.Apply durable: one append and fdatasync of the journal. The
+// caller reports the batch durable only after it returns nil; an error is
+// a storage failure (the caller stops the node, as for a failed commit).
+func (s *Server) journalBatch(es []repl.Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	j := s.journal
+	if first := es[0].Index; j.Last() != first-1 {
+		// Contiguity: something committed synchronously since the last
+		// append (a hard state, a merge, a truncation, a snapshot), or
+		// the journal was just emptied. The commit covers this batch
+		// too (applied before it is journaled), so the journal may
+		// restart from here.
+		if err := s.be.Commit(); err != nil {
+			return err
+		}
+		if err := j.Reset(first - 1); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if err := j.Append(es); err != nil {
+		return fmt.Errorf("journal append: %w", err)
+	}
+	s.m.FsyncDuration.Observe(time.Since(start).Seconds())
+	if j.Size() > journalMax {
+		// The size bound: commit the data file and start an empty
+		// journal, inline on the loop.
+		if err := s.be.Commit(); err != nil {
+			return err
+		}
+		if err := j.Reset(es[len(es)-1].Index); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emptyJournal commits the data file and empties the journal. Truncation
+// and snapshot install call it before they drop a suffix or replace the
+// data file, so that a restart never replays entries of the history the
+// data file leaves.
+func (s *Server) emptyJournal() error {
+	if err := s.be.Commit(); err != nil {
+		return err
+	}
+	return s.journal.Reset(s.appliedIdx)
+}
+
+// closeJournal, at a clean stop, commits the data file and empties the
+// journal, so that a cleanly stopped data dir is a complete etcd backend
+// on its own. After a storage failure it only closes the journal: what
+// the data file holds then may be ahead of what was made durable, and the
+// next start replays the journal instead.
+func (s *Server) closeJournal() error {
+	if s.journal == nil {
+		return nil
+	}
+	var err error
+	if s.fatalErr() == nil {
+		err = s.emptyJournal()
+	}
+	if cerr := s.journal.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// checkNoJournalTail refuses an offline change to the stopped node at
+// dataDir whose journal holds entries its data file lacks (it was not
+// stopped cleanly): the change would be made against an old state. be is
+// the data file, opened (and so locked) by the caller. The fix is to start
+// the node once and stop it: the start replays the journal, a clean stop
+// empties it.
+func checkNoJournalTail(dataDir string, be *storage.Backend) error {
+	dir := JournalDir(dataDir)
+	if !wal.Exist(dir) {
+		return nil
+	}
+	j, ents, err := wal.Open(dir, wal.Options{})
+	if err != nil {
+		return fmt.Errorf("opening the journal: %w", err)
+	}
+	j.Close()
+	var c uint64
+	if err := be.View(func(tx storage.ReadTx) error {
+		c = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
+		return nil
+	}); err != nil {
+		return err
+	}
+	if n := len(ents); n > 0 && ents[n-1].Index > c {
+		return fmt.Errorf("the data dir %s was not stopped cleanly: its journal holds entries up to %d that its data file (at %d) lacks; start the node once and stop it, then run this again",
+			dataDir, ents[n-1].Index, c)
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	etcdwal "go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
+
+	"github.com/dyad-db/dyad/internal/fsutil"
+	"github.com/dyad-db/dyad/internal/repl"
+)
+
+// magic is the journal's metadata record: it tells a dyad journal from an
+// etcd member's WAL, whose entries are raft's.
+const magic = "dyad-journal-v1"
+
+// ErrCorrupt is returned when the journal cannot be read back.
+var ErrCorrupt = errors.New("wal: journal corrupt")
+
+// ErrNotContiguous is returned by Append for a batch that does not follow
+// the journal's last entry.
+var ErrNotContiguous = errors.New("wal: batch does not follow the journal")
+
+// Options configures a Journal.
+type Options struct {
+	// NoSync skips the fdatasync (--unsafe-no-fsync: tests and benchmarks
+	// only).
+	NoSync bool
+}
+
+// Journal is an open journal (see the package doc).
+type Journal struct {
+	dir  string
+	opts Options
+	w    *etcdwal.WAL
+	// seq is the journal sequence number of the last record (the raft
+	// index of the etcd WAL); last the dyad index of the last entry, or
+	// the index Reset started after (0: no entry since creation).
+	seq, last uint64
+	// size is about how many bytes were appended since the last Reset.
+	size int64
+}
+
+// Open opens the journal in dir, creating it if there is none, and returns
+// the entries it holds, oldest first. A record torn by a crash at the tail
+// is cut off (it was never reported durable).
+func Open(dir string, opts Options) (*Journal, []repl.Entry, error) {
+	j := &Journal{dir: dir, opts: opts}
+	if !etcdwal.Exist(dir) {
+		if err := j.create(); err != nil {
+			return nil, nil, err
+		}
+		return j, nil, nil
+	}
+	w, ents, err := openAll(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	j.w = w
+	if opts.NoSync {
+		w.SetUnsafeNoFsync()
+	}
+	out := make([]repl.Entry, 0, len(ents))
+	for i := range ents {
+		e, err := repl.DecodeEntry(ents[i].Data)
+		if err != nil {
+			w.Close()
+			return nil, nil, fmt.Errorf("%w: record %d: %v", ErrCorrupt, ents[i].Index, err)
+		}
+		if len(out) > 0 && e.Index != out[len(out)-1].Index+1 {
+			w.Close()
+			return nil, nil, fmt.Errorf("%w: entry %d follows entry %d", ErrCorrupt, e.Index, out[len(out)-1].Index)
+		}
+		j.size += int64(len(ents[i].Data))
+		out = append(out, e)
+	}
+	j.seq = uint64(len(ents))
+	if len(out) > 0 {
+		j.last = out[len(out)-1].Index
+	}
+	return j, out, nil
+}
+
+// openAll opens the WAL in dir for appending and reads it whole, repairing
+// a torn tail once.
+func openAll(dir string) (*etcdwal.WAL, []raftpb.Entry, error) {
+	for repaired := false; ; repaired = true {
+		w, err := etcdwal.Open(zap.NewNop(), dir, walpb.Snapshot{})
+		if err != nil {
+			return nil, nil, err
+		}
+		meta, _, ents, err := w.ReadAll()
+		if err == nil {
+			if string(meta) != magic {
+				w.Close()
+				return nil, nil, fmt.Errorf("%w: %s is not a dyad journal", ErrCorrupt, dir)
+			}
+			return w, ents, nil
+		}
+		w.Close()
+		if repaired || !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		if !etcdwal.Repair(zap.NewNop(), dir) {
+			return nil, nil, fmt.Errorf("%w: torn tail not repairable: %v", ErrCorrupt, err)
+		}
+	}
+}
+
+// create makes an empty journal in j.dir. etcd's Create builds it in a
+// temporary directory, renames that into place and syncs the parent, but
+// never syncs the directory itself, so the name of its first segment
+// would not be durable until the first segment cut: appends fdatasynced
+// into it could all vanish with a power loss. The directory is synced
+// here, before the first append.
+func (j *Journal) create() error {
+	if err := fsutil.MkdirAll(filepath.Dir(j.dir), 0o700); err != nil {
+		return err
+	}
+	w, err := etcdwal.Create(zap.NewNop(), j.dir, []byte(magic))
+	if err != nil {
+		return err
+	}
+	if !j.opts.NoSync {
+		if err := fsutil.SyncDir(j.dir); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	if j.opts.NoSync {
+		w.SetUnsafeNoFsync()
+	}
+	j.w, j.seq, j.size = w, 0, 0
+	return nil
+}
+
+// Last is the index of the last entry appended, or the index the last
+// Reset started after (0 for a new journal).
+func (j *Journal) Last() uint64 { return j.last }
+
+// Size is about how many bytes of entries the journal holds.
+func (j *Journal) Size() int64 { return j.size }
+
+// Append writes es (consecutive, the first following Last unless the
+// journal is new) and makes them durable with one fdatasync before it
+// returns.
+func (j *Journal) Append(es []repl.Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	if j.last != 0 && es[0].Index != j.last+1 {
+		return fmt.Errorf("%w: first %d, last %d", ErrNotContiguous, es[0].Index, j.last)
+	}
+	rs := make([]raftpb.Entry, len(es))
+	var n int64
+	for i := range es {
+		if i > 0 && es[i].Index != es[i-1].Index+1 {
+			return fmt.Errorf("%w: %d then %d", ErrNotContiguous, es[i-1].Index, es[i].Index)
+		}
+		data := repl.AppendEntry(nil, &es[i])
+		rs[i] = raftpb.Entry{Term: es[i].Epoch.Term, Index: j.seq + 1 + uint64(i), Type: raftpb.EntryNormal, Data: data}
+		n += int64(len(data))
+	}
+	if err := j.w.Save(raftpb.HardState{}, rs); err != nil {
+		return err
+	}
+	j.seq += uint64(len(es))
+	j.last = es[len(es)-1].Index
+	j.size += n
+	return nil
+}
+
+// Reset throws the journal away and starts an empty one, whose first
+// entry will be after+1. Call it only when everything the journal holds is
+// in a durable commit of the data file (see the package doc).
+func (j *Journal) Reset(after uint64) error {
+	if j.w != nil {
+		if err := j.w.Close(); err != nil {
+			return err
+		}
+		j.w = nil
+	}
+	if err := j.remove(); err != nil {
+		return err
+	}
+	if err := j.create(); err != nil {
+		return err
+	}
+	j.last = after
+	return nil
+}
+
+// remove deletes the journal's files, makes that durable, then deletes
+// its directory: a crash never finds the directory's removal durable and
+// the removal of its files not.
+func (j *Journal) remove() error {
+	ents, err := os.ReadDir(j.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(j.dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if !j.opts.NoSync {
+		if err := fsutil.SyncDir(j.dir); err != nil {
+			return err
+		}
+	}
+	return os.Remove(j.dir)
+}
+
+// Close closes the journal.
+func (j *Journal) Close() error {
+	if j.w == nil {
+		return nil
+	}
+	err := j.w.Close()
+	j.w = nil
+	return err
+}
+
+// Exist reports whether dir holds a journal.
+func Exist(dir string) bool { return etcdwal.Exist(dir) }
