@@ -258,6 +258,41 @@ func TestJournalForgetsATruncatedSuffix(t *testing.T) {
 	}
 }
 
+// A snapshot install (the suffix also granted a lease, so it cannot be
+// dropped in place) empties the journal before the data file is
+// replaced: a node that crashed right after the install does not replay
+// its old entries over the leader's file.
+func TestJournalForgetsWhatASnapshotReplaced(t *testing.T) {
+	net := transport.NewMemNet()
+	dirA := t.TempDir()
+	a, b := startPair(t, net, dirA, t.TempDir())
+	put(t, a.cli, "k", "acked")
+
+	net.Block(1, 2, true) // A's entries no longer reach B
+	grantUnacknowledged(t, a.cli, 4242)
+	waitRole(t, b, repl.RoleSolo)
+	net.Block(1, 2, false)
+	deadline := time.Now().Add(40 * testLease)
+	for counter(t, a.cfg.Metrics.SnapshotsInstalled) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the old primary never installed its peer's snapshot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitRole(t, a, repl.RoleReplica)
+	crashed := t.TempDir()
+	copyDir(t, dirA, crashed)
+	a.stop()
+	b.stop()
+
+	cfg := testConfig(t)
+	cfg.DataDir = crashed
+	n := startNode(t, cfg)
+	if c := n.srv.Lessor().Count(); c != 0 {
+		t.Fatalf("after a crash right after the install, %d leases, want none (the grant was never acknowledged)", c)
+	}
+}
+
 // oldSingleFixture is the data dir of a single node written by dyad at
 // commit 9e26e39, before the journal: 30 puts k00=v0 ... k29=v29 (at
 // revisions 2 to 31), then k05 deleted, then a clean stop.
