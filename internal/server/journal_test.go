@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,6 +296,26 @@ func TestJournalForgetsWhatASnapshotReplaced(t *testing.T) {
 	n := startNode(t, cfg)
 	if c := n.srv.Lessor().Count(); c != 0 {
 		t.Fatalf("after a crash right after the install, %d leases, want none (the grant was never acknowledged)", c)
+	}
+}
+
+// A journal append that fails is a storage failure, as a failed commit
+// is: the batch is refused, and the node refuses everything after.
+func TestJournalAppendFailureStopsTheNode(t *testing.T) {
+	n := startNode(t, testConfig(t))
+	put(t, n.cli, "before", "1")
+	server.InjectJournalFault(n.srv, func() error { return syscall.EIO })
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := n.cli.Put(c, "during", "2"); err == nil {
+		t.Fatal("a write whose journal append failed was acknowledged")
+	}
+	server.InjectJournalFault(n.srv, nil)
+	if _, err := n.cli.Put(c, "after", "3"); err == nil {
+		t.Fatal("a node whose journal failed acknowledged a later write")
+	}
+	if err := n.srv.Healthy(); err == nil {
+		t.Fatal("a node whose journal failed reports healthy")
 	}
 }
 
