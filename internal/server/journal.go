@@ -33,10 +33,12 @@ import (
 //     (journalBatch); otherwise the data file is committed first, which
 //     covers the batch too (it is applied before it is journaled), and the
 //     journal restarts after the batch's first index less one;
-//   - every other write (hard state, merges, truncation, snapshot install,
-//     compaction, bootstrap) commits the data file synchronously
-//     (Backend.Update commits what Apply left pending as well), and the
-//     next journaled batch finds Last() behind and restarts the journal;
+//   - every other write (hard state, merges, truncation, snapshot
+//     install, physical compaction, the log trim, bootstrap) commits the
+//     data file synchronously (Backend.Update commits what Apply left
+//     pending as well); when it carried entries (with a hard state, or a
+//     merge), the next journaled batch finds Last() behind and restarts
+//     the journal;
 //   - what moves consistent_index backwards or replaces the data file
 //     (truncation, snapshot install) commits and empties the journal
 //     first (emptyJournal), so a restart never replays entries of a
