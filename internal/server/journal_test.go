@@ -400,3 +400,41 @@ func TestJournalOpensADataDirFromBeforeIt(t *testing.T) {
 		t.Fatalf("the journal holds %d entries after a clean stop, want none", len(ents))
 	}
 }
+
+// oldPairFixture holds the data dirs of a pair ("primary", "replica")
+// written by dyad's code at commit 9e26e39, before the journal: an
+// in-memory pair took 20 puts, k00=v0 ... k19=v19, and both nodes stopped
+// cleanly.
+const oldPairFixture = "testdata/pair-9e26e39.tar.gz"
+
+// A pair's data dirs from before the journal open with every write in
+// them: the pair forms again, both nodes read all 20 keys, a new write
+// replicates, and each node has a journal.
+func TestJournalOpensPairDataDirsFromBeforeIt(t *testing.T) {
+	root := t.TempDir()
+	untar(t, oldPairFixture, root)
+	dirA, dirB := filepath.Join(root, "primary"), filepath.Join(root, "replica")
+	net := transport.NewMemNet()
+	a := pairNode(t, net, dirA, 1, true)
+	b := pairNode(t, net, dirB, 2, false)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	waitLease(t, b)
+	for _, n := range []*node{a, b} {
+		for i := range 20 {
+			k, want := fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i)
+			if v, _ := get(t, n.cli, k); v != want {
+				t.Fatalf("%s reads %s=%q, want %q", n.cfg.Name, k, v, want)
+			}
+		}
+	}
+	rev := put(t, a.cli, "new", "1")
+	if v, got := get(t, b.cli, "new"); v != "1" || got < rev {
+		t.Fatalf("the replica reads new=%q at %d after a write at %d", v, got, rev)
+	}
+	for _, d := range []string{dirA, dirB} {
+		if _, err := os.Stat(server.JournalDir(d)); err != nil {
+			t.Fatalf("no journal in %s after the start: %v", d, err)
+		}
+	}
+}
