@@ -396,8 +396,9 @@ drain:
 	}
 	if err != nil {
 		// A failed apply, commit or journal append: the same storage
-		// failure. Memory may be ahead of disk now. Refuse everything and stop;
-		// the restart rebuilds from what is durable. Nobody in this
+		// failure. Memory may be ahead of disk now. Refuse everything
+		// and stop; the restart rebuilds from what is durable (the data
+		// file and the journal). Nobody in this
 		// batch was told "success"; none of it was published. A
 		// synchronous primary hands over what is durable on both nodes.
 		s.fail(err)

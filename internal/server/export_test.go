@@ -2,9 +2,17 @@ package server
 
 import "github.com/dyad-db/dyad/internal/repl"
 
-// InjectStorageFault makes the node's storage commits fail while f returns
-// an error (a disk that cannot persist); nil f removes the fault.
-func InjectStorageFault(s *Server, f func() error) { s.be.InjectFault(f) }
+// InjectStorageFault makes the node's storage commits and journal appends
+// fail while f returns an error (a disk that cannot persist); nil f
+// removes the fault.
+func InjectStorageFault(s *Server, f func() error) {
+	s.be.InjectFault(f)
+	s.journal.InjectFault(f)
+}
+
+// InjectJournalFault makes the node's journal appends alone fail while f
+// returns an error; nil f removes the fault.
+func InjectJournalFault(s *Server, f func() error) { s.journal.InjectFault(f) }
 
 // SpeakProtocols makes a node built from c speak the protocol versions r
 // only, as a build of those versions would.

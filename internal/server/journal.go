@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -31,10 +33,12 @@ import (
 //     (journalBatch); otherwise the data file is committed first, which
 //     covers the batch too (it is applied before it is journaled), and the
 //     journal restarts after the batch's first index less one;
-//   - every other write (hard state, merges, truncation, snapshot install,
-//     compaction, bootstrap) commits the data file synchronously
-//     (Backend.Update commits what Apply left pending as well), and the
-//     next journaled batch finds Last() behind and restarts the journal;
+//   - every other write (hard state, merges, truncation, snapshot
+//     install, physical compaction, the log trim, bootstrap) commits the
+//     data file synchronously (Backend.Update commits what Apply left
+//     pending as well); when it carried entries (with a hard state, or a
+//     merge), the next journaled batch finds Last() behind and restarts
+//     the journal;
 //   - what moves consistent_index backwards or replaces the data file
 //     (truncation, snapshot install) commits and empties the journal
 //     first (emptyJournal), so a restart never replays entries of a
@@ -233,32 +237,22 @@ func (s *Server) closeJournal() error {
 	return err
 }
 
-// checkNoJournalTail refuses an offline change to the stopped node at
-// dataDir whose journal holds entries its data file lacks (it was not
-// stopped cleanly): the change would be made against an old state. be is
-// the data file, opened (and so locked) by the caller. The fix is to start
-// the node once and stop it: the start replays the journal, a clean stop
-// empties it.
-func checkNoJournalTail(dataDir string, be *storage.Backend) error {
-	dir := JournalDir(dataDir)
-	if !wal.Exist(dir) {
+// settleJournal brings the journal of the stopped node at dataDir into its
+// data file, as a start and a clean stop do (New replays it, Close
+// commits and empties it), without serving. The offline commands that
+// change a data file call it first, so that they see every write the node
+// made durable: after a crash the data file alone may lack the newest
+// ones (a solo epoch recorded after them would leave them inside it).
+func settleJournal(dataDir string) error {
+	if !wal.Exist(JournalDir(dataDir)) {
 		return nil
 	}
-	j, ents, err := wal.Open(dir, wal.Options{})
+	cfg := Defaults()
+	cfg.DataDir = dataDir
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(cfg)
 	if err != nil {
-		return fmt.Errorf("opening the journal: %w", err)
+		return fmt.Errorf("replaying the journal of %s: %w", dataDir, err)
 	}
-	j.Close()
-	var c uint64
-	if err := be.View(func(tx storage.ReadTx) error {
-		c = storage.Uint64(tx.Get(storage.BucketMeta, storage.MetaConsistentIndex))
-		return nil
-	}); err != nil {
-		return err
-	}
-	if n := len(ents); n > 0 && ents[n-1].Index > c {
-		return fmt.Errorf("the data dir %s was not stopped cleanly: its journal holds entries up to %d that its data file (at %d) lacks; start the node once and stop it, then run this again",
-			dataDir, ents[n-1].Index, c)
-	}
-	return nil
+	return s.Close()
 }

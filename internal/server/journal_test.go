@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func getRev(t *testing.T, cli *clientv3.Client, k string) (string, int64) {
 // revision it was written at, with the same consistent_index, and the
 // journal is empty afterwards. The data dir is made so: the data file as
 // it stood after the first writes, the journal of a later run that took
-// more. Offline commands refuse such a data dir until a start replays it.
+// more. An offline command (force-primary) replays it first.
 func TestJournalReplaysWhatTheDataFileLacks(t *testing.T) {
 	cfg := testConfig(t)
 	dir1, dir2 := cfg.DataDir, t.TempDir()
@@ -149,11 +150,16 @@ func TestJournalReplaysWhatTheDataFileLacks(t *testing.T) {
 	if before >= idx {
 		t.Fatalf("setup: the copied data file is at %d, not behind the journal's %d", before, idx)
 	}
-	if _, err := server.ForcePrimary(dir2); err == nil || !strings.Contains(err.Error(), "not stopped cleanly") {
-		t.Fatalf("force-primary on a data dir with a journaled tail: %v, want a refusal", err)
+	// force-primary (on a copy) sees the journaled tail: its solo epoch
+	// starts after the last entry, not inside the tail.
+	dir3 := t.TempDir()
+	copyDir(t, dir2, dir3)
+	rec, err := server.ForcePrimary(dir3)
+	if err != nil || rec.Start != idx+1 {
+		t.Fatalf("force-primary on a data dir with a journaled tail: epoch %+v, %v; want it to start at %d", rec, err, idx+1)
 	}
-	if err := server.AdoptIdentity(dir2, 1, 2); err == nil || !strings.Contains(err.Error(), "not stopped cleanly") {
-		t.Fatalf("adopting an identity on a data dir with a journaled tail: %v, want a refusal", err)
+	if got := consistentIndex(t, dir3); got != idx {
+		t.Fatalf("consistent_index %d after force-primary, want the journal's %d", got, idx)
 	}
 
 	cfg2 := cfg
@@ -258,6 +264,61 @@ func TestJournalForgetsATruncatedSuffix(t *testing.T) {
 	}
 }
 
+// A snapshot install (the suffix also granted a lease, so it cannot be
+// dropped in place) empties the journal before the data file is
+// replaced: a node that crashed right after the install does not replay
+// its old entries over the leader's file.
+func TestJournalForgetsWhatASnapshotReplaced(t *testing.T) {
+	net := transport.NewMemNet()
+	dirA := t.TempDir()
+	a, b := startPair(t, net, dirA, t.TempDir())
+	put(t, a.cli, "k", "acked")
+
+	net.Block(1, 2, true) // A's entries no longer reach B
+	grantUnacknowledged(t, a.cli, 4242)
+	waitRole(t, b, repl.RoleSolo)
+	net.Block(1, 2, false)
+	deadline := time.Now().Add(40 * testLease)
+	for counter(t, a.cfg.Metrics.SnapshotsInstalled) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the old primary never installed its peer's snapshot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitRole(t, a, repl.RoleReplica)
+	crashed := t.TempDir()
+	copyDir(t, dirA, crashed)
+	a.stop()
+	b.stop()
+
+	cfg := testConfig(t)
+	cfg.DataDir = crashed
+	n := startNode(t, cfg)
+	if c := n.srv.Lessor().Count(); c != 0 {
+		t.Fatalf("after a crash right after the install, %d leases, want none (the grant was never acknowledged)", c)
+	}
+}
+
+// A journal append that fails is a storage failure, as a failed commit
+// is: the batch is refused, and the node refuses everything after.
+func TestJournalAppendFailureStopsTheNode(t *testing.T) {
+	n := startNode(t, testConfig(t))
+	put(t, n.cli, "before", "1")
+	server.InjectJournalFault(n.srv, func() error { return syscall.EIO })
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := n.cli.Put(c, "during", "2"); err == nil {
+		t.Fatal("a write whose journal append failed was acknowledged")
+	}
+	server.InjectJournalFault(n.srv, nil)
+	if _, err := n.cli.Put(c, "after", "3"); err == nil {
+		t.Fatal("a node whose journal failed acknowledged a later write")
+	}
+	if err := n.srv.Healthy(); err == nil {
+		t.Fatal("a node whose journal failed reports healthy")
+	}
+}
+
 // oldSingleFixture is the data dir of a single node written by dyad at
 // commit 9e26e39, before the journal: 30 puts k00=v0 ... k29=v29 (at
 // revisions 2 to 31), then k05 deleted, then a clean stop.
@@ -337,5 +398,43 @@ func TestJournalOpensADataDirFromBeforeIt(t *testing.T) {
 	}
 	if ents := journaled(t, dir); len(ents) != 0 {
 		t.Fatalf("the journal holds %d entries after a clean stop, want none", len(ents))
+	}
+}
+
+// oldPairFixture holds the data dirs of a pair ("primary", "replica")
+// written by dyad's code at commit 9e26e39, before the journal: an
+// in-memory pair took 20 puts, k00=v0 ... k19=v19, and both nodes stopped
+// cleanly.
+const oldPairFixture = "testdata/pair-9e26e39.tar.gz"
+
+// A pair's data dirs from before the journal open with every write in
+// them: the pair forms again, both nodes read all 20 keys, a new write
+// replicates, and each node has a journal.
+func TestJournalOpensPairDataDirsFromBeforeIt(t *testing.T) {
+	root := t.TempDir()
+	untar(t, oldPairFixture, root)
+	dirA, dirB := filepath.Join(root, "primary"), filepath.Join(root, "replica")
+	net := transport.NewMemNet()
+	a := pairNode(t, net, dirA, 1, true)
+	b := pairNode(t, net, dirB, 2, false)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	waitLease(t, b)
+	for _, n := range []*node{a, b} {
+		for i := range 20 {
+			k, want := fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i)
+			if v, _ := get(t, n.cli, k); v != want {
+				t.Fatalf("%s reads %s=%q, want %q", n.cfg.Name, k, v, want)
+			}
+		}
+	}
+	rev := put(t, a.cli, "new", "1")
+	if v, got := get(t, b.cli, "new"); v != "1" || got < rev {
+		t.Fatalf("the replica reads new=%q at %d after a write at %d", v, got, rev)
+	}
+	for _, d := range []string{dirA, dirB} {
+		if _, err := os.Stat(server.JournalDir(d)); err != nil {
+			t.Fatalf("no journal in %s after the start: %v", d, err)
+		}
 	}
 }

@@ -10,14 +10,14 @@ import (
 // would take itself for its own peer. Run it right after the restore,
 // before the node's first start.
 func AdoptIdentity(dataDir string, cluster, member uint64) error {
+	if err := settleJournal(dataDir); err != nil {
+		return err
+	}
 	be, err := storage.Open(DBPath(dataDir), storage.Options{})
 	if err != nil {
 		return err
 	}
 	defer be.Close()
-	if err := checkNoJournalTail(dataDir, be); err != nil {
-		return err
-	}
 	return be.Update(func(tx storage.WriteTx) error {
 		if err := tx.Put(storage.BucketMeta, metaClusterID, storage.PutUint64(cluster)); err != nil {
 			return err

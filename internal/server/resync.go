@@ -324,16 +324,16 @@ func (s *Server) logTrimmer(ctx context.Context) error {
 // operator's explicit decision to accept losing writes the peer may hold
 // that this node never saw. It records a solo epoch led by this node.
 func ForcePrimary(dataDir string) (repl.EpochRecord, error) {
+	// The solo epoch starts after the last entry: one only journaled
+	// would be left inside it.
+	if err := settleJournal(dataDir); err != nil {
+		return repl.EpochRecord{}, err
+	}
 	be, err := storage.Open(DBPath(dataDir), storage.Options{})
 	if err != nil {
 		return repl.EpochRecord{}, err
 	}
 	defer be.Close()
-	// The solo epoch starts after the last entry: one only journaled
-	// would be left inside it.
-	if err := checkNoJournalTail(dataDir, be); err != nil {
-		return repl.EpochRecord{}, err
-	}
 	var rec repl.EpochRecord
 	err = be.Update(func(tx storage.WriteTx) error {
 		member := storage.Uint64(tx.Get(storage.BucketMeta, metaMemberID))

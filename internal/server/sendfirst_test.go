@@ -11,7 +11,7 @@ import (
 )
 
 // writeOrder records, in the order the primary's apply loop does them,
-// its flushes (each storage commit begins) and its sends of log entries,
+// its flushes (each journal append begins) and its sends of log entries,
 // while armed. Both happen on the apply loop, so the order is exact.
 type writeOrder struct {
 	mu     sync.Mutex
@@ -84,7 +84,9 @@ func TestPrimarySendsBeforeItsFlushOnlyFromProtocolV3(t *testing.T) {
 			put(t, a.cli, "k", "before")
 			waitLease(t, b)
 
-			server.InjectStorageFault(a.srv, func() error { order.add("flush"); return nil })
+			// The flush is the journal's append: it makes a batch
+			// durable (the data file commits later, off the path).
+			server.InjectJournalFault(a.srv, func() error { order.add("flush"); return nil })
 			order.arm()
 			put(t, a.cli, "k", "v")
 			// The put is acknowledged, so its batch was flushed here and

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	etcdwal "go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
@@ -45,6 +46,19 @@ type Journal struct {
 	seq, last uint64
 	// size is about how many bytes were appended since the last Reset.
 	size int64
+
+	fault atomic.Pointer[func() error] // see InjectFault
+}
+
+// InjectFault is for tests: while f returns an error, every Append fails
+// with it and writes nothing, as on a disk that cannot persist. A nil f
+// removes the fault.
+func (j *Journal) InjectFault(f func() error) {
+	if f == nil {
+		j.fault.Store(nil)
+		return
+	}
+	j.fault.Store(&f)
 }
 
 // Open opens the journal in dir, creating it if there is none, and returns
@@ -153,6 +167,11 @@ func (j *Journal) Size() int64 { return j.size }
 func (j *Journal) Append(es []repl.Entry) error {
 	if len(es) == 0 {
 		return nil
+	}
+	if f := j.fault.Load(); f != nil {
+		if err := (*f)(); err != nil {
+			return err
+		}
 	}
 	if j.last != 0 && es[0].Index != j.last+1 {
 		return fmt.Errorf("%w: first %d, last %d", ErrNotContiguous, es[0].Index, j.last)
