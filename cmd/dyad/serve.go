@@ -31,6 +31,7 @@ import (
 	"github.com/dyad-db/dyad/internal/ddsnet"
 	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/server"
+	"github.com/dyad-db/dyad/internal/storage"
 )
 
 // serveFlags are dyad serve's flags. Names and defaults follow etcd's.
@@ -54,6 +55,8 @@ type serveFlags struct {
 	logFormat           string
 	progressInterval    time.Duration
 	unsafeNoFsync       bool
+	batchInterval       time.Duration
+	batchLimit          int
 	shutdownGrace       time.Duration
 	printDDSConfig      bool
 	enablePprof         bool
@@ -118,6 +121,8 @@ func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.DurationVar(&f.progressInterval, "watch-progress-notify-interval", 10*time.Minute, "Period of progress notifications to watchers that asked for them.")
 	fl.DurationVar(&f.progressInterval, "experimental-watch-progress-notify-interval", 10*time.Minute, "Old etcd name of --watch-progress-notify-interval.")
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
+	fl.DurationVar(&f.batchInterval, "backend-batch-interval", storage.DefaultBatchInterval, "Longest time a write waits, already durable in the journal (member/dyad-wal), before the data file commits it in the background, as etcd's flag of that name. A start replays what the data file lacks from the journal.")
+	fl.IntVar(&f.batchLimit, "backend-batch-limit", storage.DefaultBatchLimit, "Most puts and deletes the data file holds uncommitted before it commits them, as etcd's flag of that name.")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
 	fl.BoolVar(&f.printDDSConfig, "print-dds-config", false, "Print the Cyclone DDS XML configuration these flags give the pair's replication (the same text the node passes to Cyclone), and exit without opening the data dir or any socket. Needs a two-member --initial-cluster.")
 	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines, and sampled mutex and block contention) under /debug/pprof/ on the client, client HTTP and metrics URLs, as etcd does. Off by default: a profile shows the process's internals and costs CPU while it runs, so enable it only where those listeners are trusted.")
@@ -307,6 +312,8 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 	cfg.AutoCompactionRetention = f.autoCompactionRet
 	cfg.WatchProgressNotifyInterval = f.progressInterval
 	cfg.UnsafeNoFsync = f.unsafeNoFsync
+	cfg.BackendBatchInterval = f.batchInterval
+	cfg.BackendBatchLimit = f.batchLimit
 	cfg.Logger = log
 	cfg.Metrics = server.NewMetrics(reg)
 

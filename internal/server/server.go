@@ -52,6 +52,11 @@ type Config struct {
 	MinLeaseTTL int64
 	// UnsafeNoFsync disables fsync (benchmarks of upper layers only).
 	UnsafeNoFsync bool
+	// BackendBatchInterval and BackendBatchLimit bound how long and how
+	// many writes the data file holds uncommitted (journaled already);
+	// zero: storage's defaults, etcd's.
+	BackendBatchInterval time.Duration
+	BackendBatchLimit    int
 
 	// ClusterID, when not zero, is the pair's cluster ID (derived from
 	// --initial-cluster and its token); a data dir created for another
@@ -168,7 +173,9 @@ func New(cfg Config) (*Server, error) {
 		s.repl.tr = newMeteredTransport(s.repl.tr, s.m, &s.repl.peerID, s.onPeerMember)
 	}
 	be, err := storage.Open(DBPath(cfg.DataDir), storage.Options{
-		NoSync: cfg.UnsafeNoFsync,
+		NoSync:        cfg.UnsafeNoFsync,
+		BatchInterval: cfg.BackendBatchInterval,
+		BatchLimit:    cfg.BackendBatchLimit,
 		// The journal's fdatasync is FsyncDuration (journalBatch).
 		OnCommit: func(d time.Duration) { s.m.CommitDuration.Observe(d.Seconds()) },
 	})
