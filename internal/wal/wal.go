@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 
 	etcdwal "go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
@@ -118,6 +119,12 @@ func openAll(dir string) (*etcdwal.WAL, []raftpb.Entry, error) {
 			return w, ents, nil
 		}
 		w.Close()
+		if errors.Is(err, syscall.ENOSPC) {
+			// Not a damaged journal: etcd's WAL keeps a spare
+			// preallocated segment ready, made at open, and the disk
+			// has no room for it.
+			return nil, nil, fmt.Errorf("opening the journal in %s needs room for a spare %d MB segment: %w", dir, etcdwal.SegmentSizeBytes/1000/1000, err)
+		}
 		if repaired || !errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}

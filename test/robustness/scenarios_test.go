@@ -107,9 +107,12 @@ func shape(h *harness) int {
 	return 1
 }
 
-// diskOn puts node's data dir on a 64 MiB tmpfs.
+// diskOn puts node's data dir on a 256 MiB tmpfs: room for the data file
+// and the journal, which (etcd's WAL) keeps its 64 MB segment and a spare
+// one preallocated, and which a node restarted after the disk was freed
+// must be able to open again.
 func diskOn(node testutil.Zone) func(h *harness) {
-	return func(h *harness) { h.diskDir = smallDisk(h, node, "64m") }
+	return func(h *harness) { h.diskDir = smallDisk(h, node, "256m") }
 }
 
 // fullDiskExitWithin bounds the wait for a node that hit the full disk to
