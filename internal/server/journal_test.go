@@ -243,22 +243,9 @@ func TestJournalForgetsATruncatedSuffix(t *testing.T) {
 	waitRole(t, b, repl.RoleSolo)
 	waitRole(t, a, repl.RoleWaiting)
 	net.Block(1, 2, false)
-	deadline := time.Now().Add(40 * testLease)
-	for promtest.ToFloat64(a.cfg.Metrics.SuffixesDropped) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the old primary never dropped its unacknowledged suffix")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	waitRole(t, a, repl.RoleReplica)
-	crashed := t.TempDir()
-	copyDir(t, dirA, crashed)
-	a.stop()
-	b.stop()
-
-	cfg := testConfig(t)
-	cfg.DataDir = crashed
-	n := startNode(t, cfg)
+	n := restartCopyAfter(t, a, b, dirA, "dropped its unacknowledged suffix", func() bool {
+		return promtest.ToFloat64(a.cfg.Metrics.SuffixesDropped) >= 1
+	})
 	if v, _ := getRev(t, n.cli, "k"); v != "acked" {
 		t.Fatalf("after a crash right after the drop, k=%q, want the acknowledged value", v)
 	}
@@ -278,22 +265,9 @@ func TestJournalForgetsWhatASnapshotReplaced(t *testing.T) {
 	grantUnacknowledged(t, a.cli, 4242)
 	waitRole(t, b, repl.RoleSolo)
 	net.Block(1, 2, false)
-	deadline := time.Now().Add(40 * testLease)
-	for counter(t, a.cfg.Metrics.SnapshotsInstalled) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the old primary never installed its peer's snapshot")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	waitRole(t, a, repl.RoleReplica)
-	crashed := t.TempDir()
-	copyDir(t, dirA, crashed)
-	a.stop()
-	b.stop()
-
-	cfg := testConfig(t)
-	cfg.DataDir = crashed
-	n := startNode(t, cfg)
+	n := restartCopyAfter(t, a, b, dirA, "installed its peer's snapshot", func() bool {
+		return counter(t, a.cfg.Metrics.SnapshotsInstalled) >= 1
+	})
 	if c := n.srv.Lessor().Count(); c != 0 {
 		t.Fatalf("after a crash right after the install, %d leases, want none (the grant was never acknowledged)", c)
 	}
@@ -474,4 +448,27 @@ func TestJournalRestoresWritesTheDataFileNeverCommitted(t *testing.T) {
 			t.Fatalf("%s after the restart: %v, want it at revision %d", k, r.Kvs, rev)
 		}
 	}
+}
+
+// restartCopyAfter waits (up to 40 leases) until done says the old
+// primary a went through what, then until it follows again, and starts a
+// single node on a copy of a's data dir taken at that moment, as a crash
+// there would leave it; the pair is stopped.
+func restartCopyAfter(t *testing.T, a, b *node, dirA, what string, done func() bool) *node {
+	t.Helper()
+	deadline := time.Now().Add(40 * testLease)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old primary never %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitRole(t, a, repl.RoleReplica)
+	crashed := t.TempDir()
+	copyDir(t, dirA, crashed)
+	a.stop()
+	b.stop()
+	cfg := testConfig(t)
+	cfg.DataDir = crashed
+	return startNode(t, cfg)
 }

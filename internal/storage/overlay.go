@@ -106,121 +106,95 @@ func inRange(k, from, to []byte) bool {
 }
 
 func (t ovReadTx) Scan(bucket, from, to []byte, fn func(k, v []byte) (bool, error)) error {
-	ot := t.ov.trees[string(bucket)]
-	bk := t.base.tx.Bucket(bucket)
-	if ot == nil || ot.Len() == 0 {
-		return t.base.Scan(bucket, from, to, fn)
-	}
-	var k, v []byte
-	var c interface {
-		Next() ([]byte, []byte)
-	}
-	if bk != nil {
-		cur := bk.Cursor()
-		c = cur
-		if from == nil {
-			k, v = cur.First()
-		} else {
-			k, v = cur.Seek(from)
-		}
-	}
-	next := func() {
-		if c != nil {
-			k, v = c.Next()
-		}
-	}
-	more, err := true, error(nil)
-	visit := func(it ovItem) bool {
-		if !inRange(it.key, from, to) {
-			return bytes.Compare(it.key, from) < 0 // before the range: go on
-		}
-		// bbolt's keys before this one come first; one equal to it is
-		// superseded.
-		for more && err == nil && k != nil && inRange(k, from, to) && bytes.Compare(k, it.key) < 0 {
-			more, err = fn(k, v)
-			next()
-		}
-		if !more || err != nil {
-			return false
-		}
-		if k != nil && bytes.Equal(k, it.key) {
-			next()
-		}
-		if !it.del {
-			more, err = fn(it.key, it.val)
-		}
-		return more && err == nil
-	}
-	if from == nil {
-		ot.Ascend(visit)
-	} else {
-		ot.AscendGreaterOrEqual(ovItem{key: from}, visit)
-	}
-	for more && err == nil && k != nil && inRange(k, from, to) {
-		more, err = fn(k, v)
-		next()
-	}
-	return err
+	return t.scan(bucket, from, to, false, fn)
 }
 
 func (t ovReadTx) ScanReverse(bucket, from, to []byte, fn func(k, v []byte) (bool, error)) error {
+	return t.scan(bucket, from, to, true, fn)
+}
+
+// scan walks [from, to) of bucket in key order (reverse: backwards),
+// merging bbolt's committed keys with the overlay's: the overlay's
+// version of a key wins, and its deletions hide the committed value.
+func (t ovReadTx) scan(bucket, from, to []byte, reverse bool, fn func(k, v []byte) (bool, error)) error {
 	ot := t.ov.trees[string(bucket)]
-	bk := t.base.tx.Bucket(bucket)
 	if ot == nil || ot.Len() == 0 {
-		return t.base.ScanReverse(bucket, from, to, fn)
+		if reverse {
+			return t.base.ScanReverse(bucket, from, to, fn)
+		}
+		return t.base.Scan(bucket, from, to, fn)
 	}
+	// The committed side, as a cursor positioned at its first key in
+	// scan order.
 	var k, v []byte
-	var c interface {
-		Prev() ([]byte, []byte)
-	}
-	if bk != nil {
-		cur := bk.Cursor()
-		c = cur
-		if to == nil {
-			k, v = cur.Last()
-		} else {
-			k, v = cur.Seek(to)
-			if k == nil {
-				k, v = cur.Last()
+	var step func() ([]byte, []byte)
+	if bk := t.base.tx.Bucket(bucket); bk != nil {
+		c := bk.Cursor()
+		switch {
+		case !reverse:
+			step = c.Next
+			if from == nil {
+				k, v = c.First()
 			} else {
-				k, v = cur.Prev()
+				k, v = c.Seek(from)
+			}
+		case to == nil:
+			step = c.Prev
+			k, v = c.Last()
+		default:
+			step = c.Prev
+			if k, v = c.Seek(to); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
 			}
 		}
 	}
-	prev := func() {
-		if c != nil {
-			k, v = c.Prev()
-		}
+	// first reports whether a comes before b in scan order.
+	first := func(a, b []byte) bool {
+		c := bytes.Compare(a, b)
+		return c != 0 && (c < 0) != reverse
 	}
 	more, err := true, error(nil)
+	// committed hands fn the committed keys in range, up to (not
+	// including) limit when bounded.
+	committed := func(limit []byte, bounded bool) {
+		for more && err == nil && k != nil && inRange(k, from, to) && (!bounded || first(k, limit)) {
+			more, err = fn(k, v)
+			k, v = step()
+		}
+	}
 	visit := func(it ovItem) bool {
 		if !inRange(it.key, from, to) {
-			return to != nil && bytes.Compare(it.key, to) >= 0 // after the range: go on
+			// Not in the range yet: go on; past it: stop.
+			if reverse {
+				return to != nil && bytes.Compare(it.key, to) >= 0
+			}
+			return bytes.Compare(it.key, from) < 0
 		}
-		for more && err == nil && k != nil && inRange(k, from, to) && bytes.Compare(k, it.key) > 0 {
-			more, err = fn(k, v)
-			prev()
-		}
+		committed(it.key, true)
 		if !more || err != nil {
 			return false
 		}
 		if k != nil && bytes.Equal(k, it.key) {
-			prev()
+			k, v = step() // superseded by the overlay
 		}
 		if !it.del {
 			more, err = fn(it.key, it.val)
 		}
 		return more && err == nil
 	}
-	if to == nil {
+	switch {
+	case !reverse && from == nil:
+		ot.Ascend(visit)
+	case !reverse:
+		ot.AscendGreaterOrEqual(ovItem{key: from}, visit)
+	case to == nil:
 		ot.Descend(visit)
-	} else {
+	default:
 		ot.DescendLessOrEqual(ovItem{key: to}, visit)
 	}
-	for more && err == nil && k != nil && inRange(k, from, to) {
-		more, err = fn(k, v)
-		prev()
-	}
+	committed(nil, false)
 	return err
 }
 

@@ -19,10 +19,7 @@ func TestAppendAfterResetSurvivesPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(mnt, "member", "dyad-wal")
-	j, _, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, _ := mustOpen(t, dir)
 	if err := j.Append(batch(1, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +38,7 @@ func TestAppendAfterResetSurvivesPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	j, es, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, es := mustOpen(t, dir)
 	defer j.Close()
 	sameIndexes(t, es, 4, 5)
 }

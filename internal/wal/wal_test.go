@@ -51,10 +51,7 @@ func TestAppendReopen(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	j, es, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, es = mustOpen(t, dir)
 	sameIndexes(t, es, 5, 9)
 	if j.Last() != 9 {
 		t.Fatalf("last %d after reopen, want 9", j.Last())
@@ -63,10 +60,7 @@ func TestAppendReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	j, es, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, es = mustOpen(t, dir)
 	defer j.Close()
 	sameIndexes(t, es, 5, 10)
 }
@@ -88,10 +82,7 @@ func TestAppendRefusesHoles(t *testing.T) {
 		}
 	}
 	j.Close()
-	j, es, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, es := mustOpen(t, dir)
 	defer j.Close()
 	sameIndexes(t, es, 1, 2)
 }
@@ -100,10 +91,7 @@ func TestAppendRefusesHoles(t *testing.T) {
 // next batch may start after the index given.
 func TestReset(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "wal")
-	j, _, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, _ := mustOpen(t, dir)
 	if err := j.Append(batch(1, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +108,7 @@ func TestReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	j, es, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, es := mustOpen(t, dir)
 	defer j.Close()
 	sameIndexes(t, es, 21, 22)
 }
@@ -132,10 +117,7 @@ func TestReset(t *testing.T) {
 // off on open; everything before it is read back, and appending goes on.
 func TestTornTail(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "wal")
-	j, _, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, _ := mustOpen(t, dir)
 	if err := j.Append(batch(1, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -170,19 +152,13 @@ func TestTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	j, es, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, es := mustOpen(t, dir)
 	sameIndexes(t, es, 1, 3)
 	if err := j.Append(batch(4, 1)); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
-	j, es, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, es = mustOpen(t, dir)
 	defer j.Close()
 	sameIndexes(t, es, 1, 4)
 }
@@ -223,4 +199,15 @@ func BenchmarkAppendSync(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// mustOpen opens the journal in dir and returns it with the entries it
+// held.
+func mustOpen(t *testing.T, dir string) (*Journal, []repl.Entry) {
+	t.Helper()
+	j, es, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, es
 }
