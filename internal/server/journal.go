@@ -49,10 +49,19 @@ import (
 // (replayJournal). The journal is touched only by the apply loop, by New
 // before the loop starts and by Close after it stopped.
 
-// journalMax bounds the journal: past it, the loop commits the data file
-// and empties the journal inline (rare: the backend commits every 100 ms
-// or 10,000 writes on its own).
-const journalMax = 64 << 20
+// defaultJournalMax bounds the journal unless Config.JournalMaxBytes
+// says otherwise: past it, the loop commits the data file and empties the
+// journal inline (rare: the backend commits every 100 ms or 10,000 writes
+// on its own).
+const defaultJournalMax = 64 << 20
+
+// journalMax is the bound in force.
+func (s *Server) journalMax() int64 {
+	if s.cfg.JournalMaxBytes > 0 {
+		return s.cfg.JournalMaxBytes
+	}
+	return defaultJournalMax
+}
 
 // JournalDir is where a data dir keeps its journal.
 func JournalDir(dataDir string) string { return filepath.Join(dataDir, "member", "dyad-wal") }
@@ -194,7 +203,7 @@ func (s *Server) journalBatch(es []repl.Entry) error {
 		return fmt.Errorf("journal append: %w", err)
 	}
 	s.m.FsyncDuration.Observe(time.Since(start).Seconds())
-	if j.Size() > journalMax {
+	if j.Size() > s.journalMax() {
 		// The size bound: commit the data file and start an empty
 		// journal, inline on the loop.
 		if err := s.be.Commit(); err != nil {

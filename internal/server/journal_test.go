@@ -472,3 +472,45 @@ func restartCopyAfter(t *testing.T, a, b *node, dirA, what string, done func() b
 	cfg.DataDir = crashed
 	return startNode(t, cfg)
 }
+
+// TestJournalStaysWithinItsBound writes four times the journal's bound
+// with the background commit off and the batch limit out of reach, so
+// that only the bound can commit the data file and empty the journal. A
+// copy taken while the node runs (a crash) must show both: a data file
+// that moved on and a journal holding less than all the writes; a start
+// on the copy brings every write back at its revision.
+func TestJournalStaysWithinItsBound(t *testing.T) {
+	const bound, size, writes = 64 << 10, 4 << 10, 64 // 256 KiB of values
+	cfg := testConfig(t)
+	cfg.BackendBatchInterval = -1
+	cfg.BackendBatchLimit = 1 << 30
+	cfg.JournalMaxBytes = bound
+	n := startNode(t, cfg)
+	revs := map[string]int64{}
+	for i := range writes {
+		k := fmt.Sprintf("k%02d", i)
+		revs[k] = put(t, n.cli, k, strings.Repeat(string(rune('a'+i%26)), size))
+	}
+	crashed := t.TempDir()
+	copyDir(t, cfg.DataDir, crashed)
+	n.stop()
+
+	c, held := consistentIndex(t, crashed), journaled(t, crashed)
+	if c == 0 {
+		t.Fatalf("the data file never committed: the journal's bound of %d bytes did not hold (%d entries journaled)", bound, len(held))
+	}
+	var bytes int
+	for _, e := range held {
+		bytes += len(e.Data)
+	}
+	if len(held) >= writes || bytes > 2*bound {
+		t.Fatalf("the journal holds %d entries, %d bytes of data: want fewer than the %d writes and at most twice the bound %d", len(held), bytes, writes, bound)
+	}
+	cfg.DataDir = crashed
+	n = startNode(t, cfg)
+	for k, rev := range revs {
+		if _, got := getRev(t, n.cli, k); got != rev {
+			t.Fatalf("%s after the restart is at revision %d, want %d", k, got, rev)
+		}
+	}
+}

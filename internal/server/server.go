@@ -57,6 +57,9 @@ type Config struct {
 	// zero: storage's defaults, etcd's.
 	BackendBatchInterval time.Duration
 	BackendBatchLimit    int
+	// JournalMaxBytes bounds the journal: past it, the loop commits the
+	// data file and empties the journal inline. Zero: 64 MiB.
+	JournalMaxBytes int64
 
 	// ClusterID, when not zero, is the pair's cluster ID (derived from
 	// --initial-cluster and its token); a data dir created for another
