@@ -24,7 +24,8 @@ import (
 // With perfJob.WaitSet (row dyad-ddsnet+ws) the owner instead waits in
 // ddsnet's Wait (ddsnet.Config.WaitSet), which takes and offers on the
 // owner's goroutine; its layers then put the wake-up in C into deliver
-// (the notification stamp is taken when the Wait returns) and wake is 0.
+// (the notification stamp is when the wait in C returned) and into wake
+// the takes in C and the return to Go (to Wait's first callback).
 const (
 	perfNetCluster  = 0xd1ad
 	perfNetPingKind = 1
@@ -117,7 +118,16 @@ const perfNetWaitPoll = 50 * time.Millisecond
 func perfNet(j perfJob, node uint64) (*ddsnet.Net, *perfInbox, error) {
 	q := &perfInbox{ch: make(chan *transport.Message, 4096), waitSet: j.WaitSet}
 	n, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfNetCluster, Node: node, Prefix: "dyadperf", WaitSet: j.WaitSet,
-		OnNotify: func(c transport.Class) { q.notified[c].Store(time.Now().UnixNano()) },
+		OnNotify: func(c transport.Class) {
+			if q.waitSet {
+				// On the owner's goroutine inside Wait: the signal is
+				// the wait's return in C, the wake-up this moment.
+				q.woke = time.Now().UnixNano()
+				q.notified[c].Store(q.net.WaitReturned())
+				return
+			}
+			q.notified[c].Store(time.Now().UnixNano())
+		},
 		OnWrite: func(c transport.Class, st dds.WriteStamp) {
 			if c == transport.Log {
 				q.wrote = st

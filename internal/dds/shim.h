@@ -93,6 +93,7 @@ typedef struct dyad_ws {
   dds_entity_t waitset;
   dds_entity_t guard;   // triggered by dyad_ws_wake (any thread)
   int woken;            // the last wait found the guard triggered (and reset it)
+  int64_t returned_ns;  // CLOCK_REALTIME when the last dds_waitset_wait returned (instrumentation)
   uint32_t n;           // readers attached: rx[0..n)
   dyad_rx *rx[DYAD_WS_MAX];
   dds_attach_t trig[DYAD_WS_MAX + 1];

@@ -1,3 +1,4 @@
+#include <time.h>
 #include "shim.h"
 
 // The guard's attach argument; a reader's is its index in ws->rx.
@@ -86,6 +87,9 @@ int32_t dyad_ws_wait_take(dyad_ws *ws, int64_t timeout_ns)
   if (timeout_ns < 0) timeout_ns = DDS_INFINITY;
   ws->woken = 0;
   dds_return_t nt = dds_waitset_wait(ws->waitset, ws->trig, ws->n + 1, timeout_ns);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ws->returned_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
   if (nt < 0) return nt;
   if (nt > (dds_return_t) ws->n + 1) nt = (dds_return_t) ws->n + 1;
   int32_t got = 0;

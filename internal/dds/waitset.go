@@ -228,6 +228,20 @@ func (w *WaitSet) Wait(timeout time.Duration, fn func(r *Reader, h *Header, payl
 	return res, nil
 }
 
+// Returned is when the latest Wait's wait in C returned, before its takes
+// (wall clock, ns since the Unix epoch, as time.Now().UnixNano()): with a
+// stamp taken when fn runs, it splits the wake-up in C from the takes and
+// the return to Go. Instrumentation (dyad perf); only the goroutine that
+// calls Wait may call it, during fn or after Wait.
+func (w *WaitSet) Returned() int64 {
+	w.freed.RLock()
+	defer w.freed.RUnlock()
+	if w.gone {
+		return 0
+	}
+	return int64(w.ws.returned_ns)
+}
+
 // Close wakes and waits out a running Wait, returns every loan, detaches
 // the readers (they stay open; Close them separately) and deletes the
 // waitset. Idempotent.

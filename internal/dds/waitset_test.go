@@ -127,8 +127,12 @@ func TestWaitSetWake(t *testing.T) {
 
 	ws.Wake()
 	ws.Wake() // coalesces with the first
+	before := time.Now().UnixNano()
 	if res, err := ws.Wait(-1, nop); err != nil || !res.Woken {
 		t.Fatalf("Wait after Wake: %+v, %v", res, err)
+	}
+	if r, after := ws.Returned(), time.Now().UnixNano(); r < before || r > after {
+		t.Errorf("Returned %d outside the Wait's [%d, %d]", r, before, after)
 	}
 	if res, err := ws.Wait(10*time.Millisecond, nop); err != nil || res.Woken || res.Samples != 0 {
 		t.Fatalf("Wait after the wake-up was reported: %+v, %v (want a plain timeout)", res, err)

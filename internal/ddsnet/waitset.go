@@ -116,6 +116,17 @@ func (n *Net) Wake() {
 	}
 }
 
+// WaitReturned (Config.WaitSet) is when the latest Wait's wait in C
+// returned (dds.WaitSet.Returned; 0 without a waitset). Instrumentation:
+// dyad perf splits a round trip's wake-up with it. The consumer's
+// goroutine only (also from OnNotify, which Wait calls).
+func (n *Net) WaitReturned() int64 {
+	if ws := n.ws.Load(); ws != nil {
+		return ws.Returned()
+	}
+	return 0
+}
+
 // classOf is the class whose reader r is.
 func (n *Net) classOf(r *dds.Reader) transport.Class {
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
