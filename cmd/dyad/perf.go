@@ -34,11 +34,15 @@ type perfJob struct {
 	Security string // Cyclone <Security> element; empty: plain DDS
 	ExtraXML string
 	Inline   bool
-	Net      bool // the replication path (ddsnet) instead of the raw binding
-	Pair     bool // the whole path: two dyad nodes (internal/server over ddsnet)
-	Sizes    []int
-	Count    int
-	TputDur  time.Duration
+	// WaitSet: the raw binding's ends wait in C on a waitset and answer
+	// from the goroutine that waited (dds.ReceiveWaitSet); with Net,
+	// ddsnet's owners wait in ddsnet's Wait (ddsnet.Config.WaitSet).
+	WaitSet bool
+	Net     bool // the replication path (ddsnet) instead of the raw binding
+	Pair    bool // the whole path: two dyad nodes (internal/server over ddsnet)
+	Sizes   []int
+	Count   int
+	TputDur time.Duration
 	// Lock runs each end's writing goroutine locked to its OS thread
 	// (runtime.LockOSThread): --lock-writers' A/B rows.
 	Lock bool
@@ -52,26 +56,32 @@ func (j perfJob) config() dds.Config {
 // each sample on Cyclone's receive thread (as ddsperf does); "channel"
 // hands it to a Go goroutine through the reader's channel, which is how a
 // protocol owner such as ddsnet's consumes samples.
+// "waitset" is a Go goroutine that blocks in one cgo call on a waitset over
+// its reader and a guard (no call into Go on Cyclone's thread, no Go
+// scheduler wake-up on arrival) and answers from that same goroutine.
 // "ddsnet" is the transport replication actually uses, fed to an owner
-// goroutine as the replication loop is (cmd/dyad/perf_ddsnet.go). "pair"
+// goroutine as the replication loop is (cmd/dyad/perf_ddsnet.go);
+// "ddsnet+ws" is the same with ddsnet's experimental Config.WaitSet (the
+// owner waits in C; internal/ddsnet/waitset.go). "pair"
 // is the whole path: a Put on a primary replicated to its replica by the
 // real server code over ddsnet (cmd/dyad/perf_pair.go).
 type perfPathSpec struct {
-	name   string
-	inline bool
-	net    bool
-	pair   bool
-	lock   bool
+	name    string
+	inline  bool
+	waitset bool
+	net     bool
+	pair    bool
+	lock    bool
 }
 
-var perfPaths = []perfPathSpec{{"dyad-inline", true, false, false, false}, {"dyad-channel", false, false, false, false},
-	{"dyad-ddsnet", false, true, false, false}, {"dyad-pair", false, false, true, false}}
+var perfPaths = []perfPathSpec{{name: "dyad-inline", inline: true}, {name: "dyad-channel"}, {name: "dyad-waitset", waitset: true},
+	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}}
 
 // perfLockedPaths are --lock-writers' extra rows: the goroutine paths
 // again with each end's writing goroutine locked to its OS thread, in the
 // same run as the unlocked rows (an A/B: only ratios within one run mean
 // anything on a shared machine).
-var perfLockedPaths = []perfPathSpec{{"dyad-channel+lock", false, false, false, true}, {"dyad-ddsnet+lock", false, true, false, true}}
+var perfLockedPaths = []perfPathSpec{{name: "dyad-channel+lock", lock: true}, {name: "dyad-ddsnet+lock", net: true, lock: true}}
 
 func perfCmd() *cobra.Command {
 	var (
@@ -93,8 +103,12 @@ per namespace, and measures for every sample size:
 
 for Cyclone's ddsperf (the baseline, same pair, same Cyclone configuration,
 same run) and for dyad's receive paths: dyad-inline (sample handled
-on Cyclone's receive thread, like ddsperf) and dyad-channel (sample handed
-to a Go goroutine, the way replication's owner goroutine consumes it) and
+on Cyclone's receive thread, like ddsperf), dyad-channel (sample handed
+to a Go goroutine, the way replication's owner goroutine consumes it),
+dyad-waitset (a Go goroutine blocked in one cgo call on a waitset, as
+ddsperf's waitset mode waits, answering from that goroutine),
+dyad-ddsnet+ws (dyad-ddsnet with ddsnet's experimental waitset consumer:
+the owner waits in C and takes on its own goroutine) and
 dyad-ddsnet (internal/ddsnet, the transport replication uses, handing
 batches to an owner goroutine as it feeds the replication loop: ping as a
 Log message and pong as an Ack; throughput is Log messages per second
@@ -109,7 +123,7 @@ trip and the replica's part, and another splits the ddsnet round trip
 into write (Send), deliver (to the peer's notification), wake (to its
 consumer goroutine running), take (to the message in hand) and the
 responder's turn, as means and as medians. A last one splits the pinger's
-writes (dyad-inline, dyad-channel, dyad-ddsnet) into the caller's own work,
+writes (dyad-inline, dyad-channel, dyad-waitset, dyad-ddsnet) into the caller's own work,
 the cgo call, and dds_write's time on and off the CPU, stamped in C, with
 the writing thread's context switches.
 Ratios are dyad ÷ ddsperf at the same size.
@@ -219,6 +233,9 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 	}
 	defer p.Close()
 	opt := dds.PerfOptions{Mode: dds.ReceiveListener, Inline: j.Inline, StampWrites: true, LockOSThread: j.Lock}
+	if j.WaitSet {
+		opt.Mode = dds.ReceiveWaitSet
+	}
 	switch role {
 	case "respond":
 		fmt.Fprintln(w, "ready")
@@ -376,6 +393,7 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 			a.Net, b.Net = path.net, path.net
 			a.Pair, b.Pair = path.pair, path.pair
 			a.Lock, b.Lock = path.lock, path.lock
+			a.WaitSet, b.WaitSet = path.waitset, path.waitset
 			// A path that stops making progress (seen once with DDS Security,
 			// not reproduced) becomes an error row instead of a hung run.
 			pctx, cancel := context.WithTimeout(ctx, r.pathTimeout())

@@ -21,6 +21,11 @@ import (
 // (Resume) on every turn, exactly as the replication loop is fed
 // (internal/server/inbox.go). A ping is a Log
 // message, the pong an Ack, as an entry and its acknowledgement travel.
+// With perfJob.WaitSet (row dyad-ddsnet+ws) the owner instead waits in
+// ddsnet's Wait (ddsnet.Config.WaitSet), which takes and offers on the
+// owner's goroutine; its layers then put the wake-up in C into deliver
+// (the notification stamp is when the wait in C returned) and into wake
+// the takes in C and the return to Go (to Wait's first callback).
 const (
 	perfNetCluster  = 0xd1ad
 	perfNetPingKind = 1
@@ -32,8 +37,11 @@ const (
 // perfInbox is the owner's queue, filled by ddsnet's delivery thread.
 type perfInbox struct {
 	net *ddsnet.Net
-	mu  sync.Mutex // serialises offers' room check and sends
-	ch  chan *transport.Message
+	// waitSet: the owner waits in ddsnet's Wait (ddsnet.Config.WaitSet)
+	// instead of on Ready.
+	waitSet bool
+	mu      sync.Mutex // serialises offers' room check and sends
+	ch      chan *transport.Message
 	// notified[c] is when a reader of class c last signalled (wall clock,
 	// ns; set on Cyclone's thread), woke when the owner last ran because
 	// Ready fired (the owner's goroutine only): the stamps of NetPath.
@@ -67,6 +75,21 @@ func (q *perfInbox) next(ctx context.Context, timeout <-chan time.Time) *transpo
 			return m
 		default:
 		}
+		if q.waitSet {
+			// Wait in C, bounded so that ctx and timeout are seen
+			// without a goroutine to Wake it.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-timeout:
+				return nil
+			default:
+			}
+			if _, err := q.net.Wait(perfNetWaitPoll); err != nil {
+				return nil
+			}
+			continue
+		}
 		select {
 		case m := <-q.ch:
 			return m
@@ -89,10 +112,22 @@ func (q *perfInbox) stamps(c transport.Class, since int64) (notified, woke int64
 	return notified, max(q.woke, notified), notified >= since
 }
 
+// perfNetWaitPoll bounds each of the owner's Waits (ddsnet.Config.WaitSet).
+const perfNetWaitPoll = 50 * time.Millisecond
+
 func perfNet(j perfJob, node uint64) (*ddsnet.Net, *perfInbox, error) {
-	q := &perfInbox{ch: make(chan *transport.Message, 4096)}
-	n, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfNetCluster, Node: node, Prefix: "dyadperf",
-		OnNotify: func(c transport.Class) { q.notified[c].Store(time.Now().UnixNano()) },
+	q := &perfInbox{ch: make(chan *transport.Message, 4096), waitSet: j.WaitSet}
+	n, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfNetCluster, Node: node, Prefix: "dyadperf", WaitSet: j.WaitSet,
+		OnNotify: func(c transport.Class) {
+			if q.waitSet {
+				// On the owner's goroutine inside Wait: the signal is
+				// the wait's return in C, the wake-up this moment.
+				q.woke = time.Now().UnixNano()
+				q.notified[c].Store(q.net.WaitReturned())
+				return
+			}
+			q.notified[c].Store(time.Now().UnixNano())
+		},
 		OnWrite: func(c transport.Class, st dds.WriteStamp) {
 			if c == transport.Log {
 				q.wrote = st

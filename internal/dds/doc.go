@@ -98,6 +98,17 @@
 //     does not take stays in the reader's history (QoS.MaxSamples), so a
 //     busy owner holds back the remote writer instead of Cyclone's thread.
 //     internal/ddsnet uses it.
+//   - ReceiveWaitSet: no listener, no goroutine. The reader is attached to
+//     a WaitSet (with any number of others, up to MaxWaitSetReaders, and a
+//     guard condition that WaitSet.Wake triggers); WaitSet.Wait blocks the
+//     caller's goroutine in ONE cgo call (dyad_ws_wait_take: return the
+//     previous loans, dds_waitset_wait, take up to Batch samples of every
+//     triggered reader) and then shows each sample in place. Cyclone's
+//     thread only signals a condition variable (no call into Go, no Go
+//     scheduler wake-up), as ddsperf's waitset mode. Each reader waits
+//     through a read condition, which stays triggered while the reader
+//     holds a sample, so a partial take is never forgotten; WaitSet.Mute
+//     stops waiting on one reader whose owner cannot take more.
 //
 // The first two modes either send samples on Reader.C() (a buffered channel to the
 // owner's goroutine) or, when ReaderOptions.Handler is set, calls the
@@ -111,7 +122,11 @@
 //
 // ReceiveNotify readers own no goroutine; Reader.takeMu serialises Take
 // and is taken by Close (not across dds_delete) so no loan outlives the
-// reader.
+// reader. ReceiveWaitSet readers own none either; the goroutine that calls
+// WaitSet.Wait is the caller's. Reader.Close detaches the reader from its
+// WaitSet first (waking and waiting out a running Wait), so no loan or
+// pointer of it stays in C; WaitSet.Close (also run by Participant.Close,
+// before the readers) ends a running Wait the same way.
 //
 // Goroutine ownership: each ReceiveThread Reader owns exactly one goroutine,
 // stopped by Reader.Close (guard condition wakes the waitset; Close waits for
@@ -121,8 +136,10 @@
 // closes C() after the last send. A Handler must not call Close on its own
 // reader.
 //
-// Lock order: Writer.mu -> Participant.mu -> domainsMu (leaf). Reader.Close
-// takes Participant.mu only after its goroutine stopped. No Go lock is held
-// across a blocking C call except Writer.mu (read-held by Write, so Close
-// waits for in-flight writes).
+// Lock order: Writer.mu -> Participant.mu -> domainsMu (leaf);
+// WaitSet.mu -> Reader.wsMu, WaitSet.mu -> Participant.mu; WaitSet.gate is
+// a leaf. Reader.Close takes Participant.mu only after its goroutine
+// stopped. No Go lock is held across a blocking C call except Writer.mu
+// (read-held by Write, so Close waits for in-flight writes) and WaitSet.mu
+// (held by Wait; whoever else needs it triggers the guard first).
 package dds

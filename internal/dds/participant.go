@@ -71,11 +71,12 @@ type Participant struct {
 	cfg    Config
 	handle C.dds_entity_t
 
-	mu      sync.Mutex // guards fields below; held only briefly (never across a blocking C call)
-	closed  bool
-	topics  map[string]C.dds_entity_t
-	writers map[*Writer]struct{}
-	readers map[*Reader]struct{}
+	mu       sync.Mutex // guards fields below; held only briefly (never across a blocking C call)
+	closed   bool
+	topics   map[string]C.dds_entity_t
+	writers  map[*Writer]struct{}
+	readers  map[*Reader]struct{}
+	waitsets map[*WaitSet]struct{}
 }
 
 // NewParticipant creates (or joins, within this process) the domain
@@ -94,11 +95,12 @@ func NewParticipant(cfg Config) (*Participant, error) {
 		return nil, ddsErr("dds_create_participant", h)
 	}
 	return &Participant{
-		cfg:     cfg,
-		handle:  h,
-		topics:  map[string]C.dds_entity_t{},
-		writers: map[*Writer]struct{}{},
-		readers: map[*Reader]struct{}{},
+		cfg:      cfg,
+		handle:   h,
+		topics:   map[string]C.dds_entity_t{},
+		writers:  map[*Writer]struct{}{},
+		readers:  map[*Reader]struct{}{},
+		waitsets: map[*WaitSet]struct{}{},
 	}, nil
 }
 
@@ -122,7 +124,16 @@ func (p *Participant) Close() error {
 	for w := range p.writers {
 		writers = append(writers, w)
 	}
+	waitsets := make([]*WaitSet, 0, len(p.waitsets))
+	for w := range p.waitsets {
+		waitsets = append(waitsets, w)
+	}
 	p.mu.Unlock()
+	// Waitsets before their readers: a Wait in progress returns (and
+	// every later one gets ErrClosed) and the loans go back.
+	for _, w := range waitsets {
+		w.Close()
+	}
 	// Readers first: their goroutines must be stopped before the entities
 	// they wait on are deleted.
 	for _, r := range readers {

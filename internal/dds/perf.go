@@ -40,6 +40,11 @@ type PerfOptions struct {
 	MatchTimeout time.Duration
 	// LockOSThread locks the goroutines that write (PingPong's and
 	// Respond's, when not Inline) to their OS threads.
+	//
+	// Mode ReceiveWaitSet (not Inline) makes PingPong's and Respond's
+	// goroutines wait on a WaitSet over their reader: one cgo call waits
+	// and takes, and the same goroutine answers or sends the next ping,
+	// with no channel and no call into Go on Cyclone's thread.
 	LockOSThread bool
 	// StampWrites makes PingPong measure its pings' writes
 	// (Writer.WriteStamped) into Stats.Writes.
@@ -93,6 +98,15 @@ func rttStats(size int, d []time.Duration, elapsed time.Duration) Stats {
 	return st
 }
 
+// check refuses Inline with ReceiveWaitSet: a waitset reader has no
+// receive thread to handle samples on.
+func (o PerfOptions) check() error {
+	if o.Inline && o.Mode == ReceiveWaitSet {
+		return errors.New("dds perf: Inline needs a receive thread; ReceiveWaitSet has none")
+	}
+	return nil
+}
+
 func (o PerfOptions) matchTimeout() time.Duration {
 	if o.MatchTimeout > 0 {
 		return o.MatchTimeout
@@ -104,6 +118,9 @@ func (o PerfOptions) matchTimeout() time.Duration {
 // counts/acks throughput data. Use it on the far side of PingPong and
 // Throughput.
 func Respond(ctx context.Context, p *Participant, opt PerfOptions) error {
+	if err := opt.check(); err != nil {
+		return err
+	}
 	w, err := p.NewWriter(PerfPongTopic, QoS{})
 	if err != nil {
 		return err
@@ -111,20 +128,23 @@ func Respond(ctx context.Context, p *Participant, opt PerfOptions) error {
 	defer w.Close()
 	var count uint64
 	var werr error
-	handle := func(s *Sample) {
-		switch s.Kind {
+	answer := func(h *Header, payload []byte) {
+		switch h.Kind {
 		case perfPing:
-			if err := w.Write(&Header{Kind: perfPong, Term: s.Term, Index: s.Index}, s.Payload); err != nil && werr == nil {
+			if err := w.Write(&Header{Kind: perfPong, Term: h.Term, Index: h.Index}, payload); err != nil && werr == nil {
 				werr = err
 			}
 		case perfData:
 			count++
 		case perfFlush:
-			if err := w.Write(&Header{Kind: perfAck, Index: count, Term: s.Index}, nil); err != nil && werr == nil {
+			if err := w.Write(&Header{Kind: perfAck, Index: count, Term: h.Index}, nil); err != nil && werr == nil {
 				werr = err
 			}
 			count = 0
 		}
+	}
+	handle := func(s *Sample) {
+		answer(&s.Header, s.Payload)
 		s.Release()
 	}
 	ropt := ReaderOptions{Mode: opt.Mode}
@@ -144,6 +164,24 @@ func Respond(ctx context.Context, p *Participant, opt PerfOptions) error {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 	}
+	if opt.Mode == ReceiveWaitSet {
+		ws, err := perfWaitSet(p, r)
+		if err != nil {
+			return err
+		}
+		defer ws.Close()
+		// Pings are answered inside Wait's callback: on this goroutine,
+		// right after the one cgo call that waited and took them.
+		for ctx.Err() == nil {
+			if _, err := ws.Wait(perfWaitPoll, func(_ *Reader, h *Header, p []byte) { answer(h, p) }); err != nil {
+				return err
+			}
+			if werr != nil {
+				return werr
+			}
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -155,6 +193,23 @@ func Respond(ctx context.Context, p *Participant, opt PerfOptions) error {
 			}
 		}
 	}
+}
+
+// perfWaitPoll bounds each Wait of the ReceiveWaitSet perf ends, so that
+// they see their context end without a goroutine to Wake them.
+const perfWaitPoll = 50 * time.Millisecond
+
+// perfWaitSet makes a WaitSet on p with r attached.
+func perfWaitSet(p *Participant, r *Reader) (*WaitSet, error) {
+	ws, err := p.NewWaitSet()
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.Attach(r); err != nil {
+		ws.Close()
+		return nil, err
+	}
+	return ws, nil
 }
 
 // perfEnds creates the pinger's reader and waits until both w and the
@@ -181,6 +236,9 @@ func perfEnds(ctx context.Context, p *Participant, opt PerfOptions, w *Writer, h
 func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count int) (Stats, error) {
 	if count <= 0 {
 		return Stats{}, errors.New("dds perf: count must be > 0")
+	}
+	if err := opt.check(); err != nil {
+		return Stats{}, err
 	}
 	payload := make([]byte, size)
 	for i := range payload {
@@ -246,6 +304,46 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 		return Stats{}, err
 	}
 	defer r.Close()
+	var ws *WaitSet
+	if opt.Mode == ReceiveWaitSet {
+		if ws, err = perfWaitSet(p, r); err != nil {
+			return Stats{}, err
+		}
+		defer ws.Close()
+	}
+	// recvWait is recv for ReceiveWaitSet: the pong is taken and checked
+	// by the Wait's one cgo call and its callback, on this goroutine.
+	recvWait := func(want uint64, timeout time.Duration) (bool, error) {
+		var deadline time.Time
+		if timeout > 0 {
+			deadline = time.Now().Add(timeout)
+		}
+		for {
+			got, bad := false, false
+			wait := perfWaitPoll
+			if timeout > 0 {
+				wait = min(wait, max(time.Until(deadline), 0))
+			}
+			if _, err := ws.Wait(wait, func(_ *Reader, h *Header, p []byte) {
+				if h.Kind == perfPong && h.Index == want {
+					got = true
+					bad = opt.Verify && !bytes.Equal(p, payload)
+				}
+			}); err != nil {
+				return false, err
+			}
+			switch {
+			case bad:
+				return false, fmt.Errorf("dds perf: pong %d payload corrupted", want)
+			case got:
+				return true, nil
+			case ctx.Err() != nil:
+				return false, ctx.Err()
+			case timeout > 0 && !time.Now().Before(deadline):
+				return false, nil
+			}
+		}
+	}
 	recv := func(want uint64, timeout <-chan time.Time) (bool, error) {
 		for {
 			select {
@@ -279,7 +377,12 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 		if err := w.Write(&Header{Kind: perfPing, Index: 0}, payload); err != nil {
 			return Stats{}, err
 		}
-		ok, err := recv(0, time.After(200*time.Millisecond))
+		var ok bool
+		if ws != nil {
+			ok, err = recvWait(0, 200*time.Millisecond)
+		} else {
+			ok, err = recv(0, time.After(200*time.Millisecond))
+		}
 		if err != nil {
 			return Stats{}, err
 		}
@@ -307,7 +410,13 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 			if err := ping(w, &Header{Kind: perfPing, Index: uint64(i)}); err != nil {
 				return Stats{}, err
 			}
-			if _, err := recv(uint64(i), nil); err != nil {
+			var err error
+			if ws != nil {
+				_, err = recvWait(uint64(i), 0)
+			} else {
+				_, err = recv(uint64(i), nil)
+			}
+			if err != nil {
 				return Stats{}, err
 			}
 			rtts = append(rtts, time.Since(t))
@@ -323,6 +432,11 @@ func PingPong(ctx context.Context, p *Participant, opt PerfOptions, size, count 
 // of them. Rate counts only samples the responder acknowledged.
 func Throughput(ctx context.Context, p *Participant, opt PerfOptions, size int, dur time.Duration) (Stats, error) {
 	opt.Inline = false
+	if opt.Mode == ReceiveWaitSet {
+		// The pinger here only waits for two acks; the path under test
+		// is the responder's.
+		opt.Mode = ReceiveListener
+	}
 	w, err := p.NewWriter(PerfPingTopic, QoS{})
 	if err != nil {
 		return Stats{}, err

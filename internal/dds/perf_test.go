@@ -57,6 +57,7 @@ func TestPerfNetns(t *testing.T) {
 	for _, opt := range []PerfOptions{
 		{Mode: ReceiveThread}, {Mode: ReceiveThread, Inline: true},
 		{Mode: ReceiveListener}, {Mode: ReceiveListener, Inline: true},
+		{Mode: ReceiveWaitSet},
 	} {
 		resp := startHelper(t, v.nsA, "respond", helperJob{Cfg: ca, Opt: opt})
 		if s := resp.line(t, 10*time.Second); s != "ready" {

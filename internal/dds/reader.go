@@ -32,6 +32,11 @@ const (
 	// an owner that cannot keep up pushes back on the remote writer and
 	// never needs to block Cyclone's thread.
 	ReceiveNotify
+	// ReceiveWaitSet: no listener and no goroutine; the reader is attached
+	// to a WaitSet, whose Wait blocks in C on it (and on the set's other
+	// readers and its guard) and takes what arrived. Cyclone's thread
+	// calls no Go code.
+	ReceiveWaitSet
 )
 
 // ReaderOptions configure NewReader.
@@ -133,6 +138,13 @@ type Reader struct {
 	takeMu sync.Mutex
 	gone   bool
 
+	// ReceiveWaitSet: ws is the WaitSet r is attached to (nil: none);
+	// wsGone is set by Close before it detaches, so no later Attach
+	// succeeds. Both under wsMu (lock order: WaitSet.mu -> wsMu).
+	wsMu   sync.Mutex
+	ws     *WaitSet
+	wsGone bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -152,7 +164,7 @@ func (p *Participant) NewReader(topic string, opt ReaderOptions) (*Reader, error
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	if r.handler == nil {
+	if r.handler == nil && r.mode != ReceiveWaitSet {
 		r.ch = make(chan *Sample, opt.Buffer)
 	}
 	r.free = make(chan *Sample, freeListLen)
@@ -183,6 +195,18 @@ func (p *Participant) NewReader(topic string, opt ReaderOptions) (*Reader, error
 	case ReceiveListener:
 		if err := r.attachListener(t, q, opt.Batch, false); err != nil {
 			return nil, err
+		}
+		close(r.done)
+	case ReceiveWaitSet:
+		h := C.dds_create_reader(p.handle, t, q, nil)
+		if h < 0 {
+			return nil, ddsErr("dds_create_reader", h)
+		}
+		r.handle = h
+		r.rx = C.dyad_rx_new_ws(h, C.uint32_t(opt.Batch))
+		if r.rx == nil {
+			C.dds_delete(h)
+			return nil, &Error{Op: "dyad_rx_new_ws", Code: 1}
 		}
 		close(r.done)
 	default:
@@ -432,6 +456,20 @@ func (r *Reader) Close() error {
 			r.closeErr = ddsErr("dds_delete(reader)", C.dds_delete(r.handle))
 			C.dyad_rx_free(r.rx)
 			r.cgoh.Delete()
+		case ReceiveWaitSet:
+			// Out of the WaitSet first (it waits out a running Wait and
+			// returns the loan), then delete: the read condition goes
+			// with the reader.
+			r.wsMu.Lock()
+			r.wsGone = true
+			ws := r.ws
+			r.ws = nil
+			r.wsMu.Unlock()
+			if ws != nil {
+				ws.detach(r)
+			}
+			r.closeErr = ddsErr("dds_delete(reader)", C.dds_delete(r.handle))
+			C.dyad_rx_free(r.rx)
 		case ReceiveListener:
 			// dds_delete waits for a running listener callback; deliver
 			// returns promptly because stop is closed.

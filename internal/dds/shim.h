@@ -51,6 +51,8 @@ typedef struct dyad_rx {
   uint32_t max;
   int32_t outstanding;  // number of loaned samples in bufs
   int signalled;        // notify mode: Go was told since the last take (atomic)
+  dds_entity_t cond;    // waitset mode: the read condition the waitset waits on
+  int muted;            // waitset mode: cond is detached (dyad_ws_mute)
   void **bufs;
   dds_sample_info_t *infos;
 } dyad_rx;
@@ -78,6 +80,45 @@ dds_listener_t *dyad_notify_listener(dyad_rx *rx);
 // reader with a loan, without waiting. Returns the number taken (loaned in
 // rx->bufs) or a negative DDS return code.
 int32_t dyad_take(dyad_rx *rx, dds_entity_t reader);
+
+// WaitSet mode: readers are created without a listener and each gets a read
+// condition on all its samples (level-triggered: it stays triggered while
+// the reader holds a sample, so a take that leaves samples behind is
+// followed by a wait that returns at once). A dyad_ws waits on the read
+// conditions of its readers and on a guard condition, and takes from the
+// triggered readers, in one call.
+#define DYAD_WS_MAX 32
+
+typedef struct dyad_ws {
+  dds_entity_t waitset;
+  dds_entity_t guard;   // triggered by dyad_ws_wake (any thread)
+  int woken;            // the last wait found the guard triggered (and reset it)
+  int64_t returned_ns;  // CLOCK_REALTIME when the last dds_waitset_wait returned (instrumentation)
+  uint32_t n;           // readers attached: rx[0..n)
+  dyad_rx *rx[DYAD_WS_MAX];
+  dds_attach_t trig[DYAD_WS_MAX + 1];
+} dyad_ws;
+
+dyad_ws *dyad_ws_new(dds_entity_t participant);
+void dyad_ws_free(dyad_ws *ws);
+// dyad_ws_attach adds the reader whose receive area rx was made by
+// dyad_rx_new_ws; it fails when DYAD_WS_MAX readers are attached.
+dds_return_t dyad_ws_attach(dyad_ws *ws, dyad_rx *rx);
+// dyad_ws_detach returns rx's loan and removes it (the caller makes sure no
+// dyad_ws_wait_take runs).
+dds_return_t dyad_ws_detach(dyad_ws *ws, dyad_rx *rx);
+dds_return_t dyad_ws_wake(dyad_ws *ws);
+// dyad_ws_mute stops (mute) or resumes waiting on rx's reader; a muted
+// reader's samples stay in its history and are not taken.
+dds_return_t dyad_ws_mute(dyad_ws *ws, dyad_rx *rx, int mute);
+// dyad_ws_wait_take returns every reader's previous loan, waits (up to
+// timeout_ns; negative: for ever) until a reader holds a sample or the
+// guard is triggered, resets the guard (ws->woken), and takes up to
+// rx->max samples of each triggered reader with a loan (rx->outstanding
+// of them in rx->bufs). Returns the number of readers it took from, 0 on a
+// timeout or a bare wake-up, or a negative DDS return code.
+int32_t dyad_ws_wait_take(dyad_ws *ws, int64_t timeout_ns);
+dyad_rx *dyad_rx_new_ws(dds_entity_t reader, uint32_t max);
 
 dds_qos_t *dyad_qos(int32_t depth, int64_t max_blocking_ns, int32_t max_samples, int best_effort);
 

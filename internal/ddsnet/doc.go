@@ -60,6 +60,15 @@
 // Start (transport.Transport) instead takes and hands over on Cyclone's
 // thread with a handler that accepts everything; it must be quick.
 //
+// Config.WaitSet (an experiment, off by default, not used by
+// internal/server) replaces the notification: every reader is attached to
+// one dds.WaitSet, and the consumer calls Wait where it would select on
+// Ready. Wait blocks in one cgo call until a class has samples or Wake is
+// called (the consumer's own events) or Close, takes every class that has
+// samples and offers them on the consumer's goroutine; Cyclone's thread
+// calls no Go code. A class whose batch was refused is muted in the
+// waitset until Resume hands the held batch over (waitset.go).
+//
 // # Sends
 //
 // Send is one dds_write on the caller's goroutine, and on every class but
@@ -81,9 +90,10 @@
 //
 // Net owns one goroutine, the flusher, which writes backlogs out (it
 // sleeps while none waits); New starts it and Close stops it before it
-// closes the participant. Handlers run in Resume on the consumer's
-// goroutine (or, after Start, on Cyclone's delivery thread). Close closes
-// the participant, readers first; deleting a reader waits for a running
+// closes the participant. Handlers run in Resume (and, with
+// Config.WaitSet, in Wait) on the consumer's goroutine (or, after Start,
+// on Cyclone's delivery thread). Close closes the participant, its
+// waitset and readers first; deleting a reader waits for a running
 // listener. Net.mu guards started/closed only and is held across
 // StartBatch and Close. Lock order: Net.mu -> inlet.mu -> the consumer's
 // lock (inside the handler) -> dds.Reader's take lock; outlet.mu ->

@@ -37,9 +37,19 @@ type Config struct {
 	Batch int
 	// OnNotify, if set, is called on Cyclone's delivery thread each time
 	// a reader of class c signals the consumer (StartBatch only), before
-	// the consumer is woken; it must be quick. Instrumentation: dyad perf
-	// times the layers of a round trip with it.
+	// the consumer is woken; it must be quick. With WaitSet it is called
+	// instead on the consumer's goroutine, once per class a Wait took
+	// from, right after the Wait's C call returned. Instrumentation: dyad
+	// perf times the layers of a round trip with it.
 	OnNotify func(c transport.Class)
+	// WaitSet (an experiment, off by default; StartBatch only) makes the
+	// consumer wait in C instead of on Ready: Wait blocks in one cgo call
+	// on a waitset over every class's reader and a guard condition, takes
+	// what arrived and offers it, on the consumer's goroutine; Cyclone's
+	// thread calls no Go code and Ready never fires. Events of the
+	// consumer's own (proposals, timers) must call Wake; Close wakes it
+	// too (waitset.go).
+	WaitSet bool
 	// OnWrite, if set, is called on Send's goroutine after each of Send's
 	// own writes (not the flusher's) of class c, with what the write
 	// measured (dds.Writer.WriteStamped). Instrumentation: dyad perf
@@ -71,6 +81,9 @@ type Net struct {
 	// notification sets notified (StartBatch).
 	notified, retry atomic.Uint32
 	ready           chan struct{}
+	// ws is the consumer's waitset (Config.WaitSet), set by StartBatch
+	// before it returns.
+	ws atomic.Pointer[dds.WaitSet]
 
 	// out[c] is class c's send side (send.go). The flusher goroutine
 	// writes backlogs out: kick wakes it, stop ends it, flushed is closed
@@ -128,9 +141,12 @@ type inlet struct {
 	r    atomic.Pointer[dds.Reader] // nil until NewReader returned
 	mu   sync.Mutex
 	held []*transport.Message // a batch the consumer refused: offered first
-	// Scratch of take, reused under mu (what the consumer gets is fresh).
+	// The batch being taken (collect, build), under mu: hdrs and offs
+	// are scratch, reused; pend is the payloads' buffer, handed to the
+	// consumer with the batch (a fresh one each time).
 	hdrs []dds.Header
 	offs []int
+	pend []byte
 }
 
 // Stats are a Net's counters since New.
@@ -270,6 +286,9 @@ func (n *Net) start(h transport.BatchHandler, pull bool) error {
 	}
 	n.started = true
 	n.h = h
+	if pull && n.cfg.WaitSet {
+		return n.startWaitSet()
+	}
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
 		class := c
 		r, err := n.p.NewReader(TopicName(n.cfg.Prefix, c), dds.ReaderOptions{
@@ -334,6 +353,10 @@ func (n *Net) pump(c transport.Class) {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if ws := n.ws.Load(); ws != nil {
+		n.offerHeld(ws, in, c, r) // Wait takes; Resume only re-offers
+		return
+	}
 	for {
 		batch := in.held
 		last := false
@@ -372,29 +395,43 @@ func (n *Net) pump(c transport.Class) {
 // node's own are dropped. Payloads are copied out of Cyclone's loan into
 // one buffer per batch; the messages are allocated together.
 func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Message, int) {
-	hdrs, offs := in.hdrs[:0], in.offs[:0]
-	var buf []byte
-	defer func() { in.hdrs, in.offs = hdrs, offs }()
 	n.takes.Add(1)
-	taken, err := r.Take(func(h *dds.Header, p []byte) {
-		if h.Cluster != n.cfg.Cluster {
-			n.droppedForeign.Add(1)
-			return
-		}
-		if h.Node == n.cfg.Node {
-			n.droppedOwn.Add(1)
-			return
-		}
-		if h.Version >= transport.VersionAddressed && len(p) < addrBytes {
-			n.droppedShort.Add(1)
-			return
-		}
-		hdrs = append(hdrs, *h)
-		offs = append(offs, len(buf))
-		buf = append(buf, p...)
-	})
-	if err != nil || len(hdrs) == 0 {
+	taken, err := r.Take(func(h *dds.Header, p []byte) { n.collect(in, h, p) })
+	batch := n.build(in, c)
+	if err != nil {
 		return nil, taken
+	}
+	return batch, taken
+}
+
+// collect adds one taken sample to in's pending batch (in.hdrs, in.offs,
+// in.pend), or drops it: of another cluster, the node's own, or too short
+// for its version's addressee. p is copied.
+func (n *Net) collect(in *inlet, h *dds.Header, p []byte) {
+	if h.Cluster != n.cfg.Cluster {
+		n.droppedForeign.Add(1)
+		return
+	}
+	if h.Node == n.cfg.Node {
+		n.droppedOwn.Add(1)
+		return
+	}
+	if h.Version >= transport.VersionAddressed && len(p) < addrBytes {
+		n.droppedShort.Add(1)
+		return
+	}
+	in.hdrs = append(in.hdrs, *h)
+	in.offs = append(in.offs, len(in.pend))
+	in.pend = append(in.pend, p...)
+}
+
+// build makes the messages of in's pending batch (nil if none) and starts
+// a new one. The payloads alias one buffer, which the consumer gets.
+func (n *Net) build(in *inlet, c transport.Class) []*transport.Message {
+	hdrs, offs, buf := in.hdrs, in.offs, in.pend
+	in.hdrs, in.offs, in.pend = hdrs[:0], offs[:0], nil
+	if len(hdrs) == 0 {
+		return nil
 	}
 	msgs := make([]transport.Message, len(hdrs))
 	out := make([]*transport.Message, len(hdrs))
@@ -415,7 +452,7 @@ func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Me
 		}
 		out[i] = &msgs[i]
 	}
-	return out, taken
+	return out
 }
 
 // PeerMatched implements transport.Transport.

@@ -208,12 +208,28 @@ func batchPair(t *testing.T, cfg Config, g *gate) (*Net, *Net) {
 }
 
 // next takes what waits on b (as the replication loop does: Resume on
-// every turn and when Ready fires) and returns the next accepted message.
+// every turn and when Ready fires, or with Config.WaitSet Wait where it
+// would wait for Ready) and returns the next accepted message.
 func next(t *testing.T, b *Net, g *gate) *transport.Message {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	timeout := time.After(time.Until(deadline))
 	for {
 		b.Resume()
+		if b.cfg.WaitSet {
+			select {
+			case m := <-g.got:
+				return m
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("nothing received")
+			}
+			if _, err := b.Wait(100 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		select {
 		case m := <-g.got:
 			return m
@@ -228,8 +244,18 @@ func next(t *testing.T, b *Net, g *gate) *transport.Message {
 // waitRefused waits until b's consumer has refused a batch.
 func waitRefused(t *testing.T, b *Net) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	timeout := time.After(time.Until(deadline))
 	for b.Resume(); b.Stats().Refused == 0; b.Resume() {
+		if b.cfg.WaitSet {
+			if time.Now().After(deadline) {
+				t.Fatal("no batch was refused")
+			}
+			if _, err := b.Wait(100 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		select {
 		case <-b.Ready():
 		case <-timeout:
@@ -258,9 +284,15 @@ func drainInOrder(t *testing.T, b *Net, g *gate, want int) {
 // back the heartbeats nor lose or reorder the refused messages, which
 // arrive once the consumer has room.
 func TestFullConsumerDoesNotStallHeartbeats(t *testing.T) {
+	for _, ws := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waitset=%v", ws), func(t *testing.T) { testFullConsumerDoesNotStallHeartbeats(t, ws) })
+	}
+}
+
+func testFullConsumerDoesNotStallHeartbeats(t *testing.T, waitSet bool) {
 	g := &gate{got: make(chan *transport.Message, 100000)}
 	g.refuseLog.Store(true)
-	a, b := batchPair(t, Config{DDS: dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}}, g)
+	a, b := batchPair(t, Config{DDS: dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}, WaitSet: waitSet}, g)
 	const n = 1000
 	for i := 0; i < n; i++ {
 		if err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(i), Payload: []byte{byte(i), 1, 2}}); err != nil {
