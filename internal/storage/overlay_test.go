@@ -445,3 +445,110 @@ func TestCloseCommitsPending(t *testing.T) {
 		t.Fatalf("after Close and reopen the key reads %q, want v", got)
 	}
 }
+
+// TestLayeredScansMatchAModel lays three random layers of puts and
+// deletes over a random committed bucket and checks Get, Scan and
+// ScanReverse, over random ranges and limits, against a map built by
+// applying bbolt's keys and then the layers from the bottom up. Keys are
+// drawn from a space larger than a cursor's chunk so that the layers'
+// cursors resume across chunks.
+func TestLayeredScansMatchAModel(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 13))
+			b := openBatch(t, Options{BatchInterval: -1})
+			space := 64 + rng.IntN(300)
+			key := func() []byte { return []byte(fmt.Sprintf("k%03d", rng.IntN(space))) }
+			model := map[string]string{}
+			err := b.Update(func(tx WriteTx) error {
+				for range rng.IntN(space) {
+					k, v := key(), fmt.Sprintf("base-%d", rng.IntN(100))
+					model[string(k)] = v
+					if err := tx.Put(BucketKey, k, []byte(v)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var layers [maxLayers]*overlay // top first
+			for i := maxLayers - 1; i >= 0; i-- {
+				o := newOverlay()
+				for range rng.IntN(space) {
+					k := key()
+					if rng.IntN(3) == 0 {
+						o.del(BucketKey, k)
+						delete(model, string(k))
+						continue
+					}
+					v := fmt.Sprintf("layer%d-%d", i, rng.IntN(100))
+					o.put(BucketKey, k, []byte(v))
+					model[string(k)] = v
+				}
+				layers[i] = o
+			}
+			keys := make([]string, 0, len(model))
+			for k := range model {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			tx, err := b.db.Begin(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			lt := &layeredTx{base: boltTx{tx}}
+			for _, o := range layers {
+				lt.push(o)
+			}
+			for i := range space {
+				k := fmt.Sprintf("k%03d", i)
+				if v := lt.Get(BucketKey, []byte(k)); string(v) != model[k] {
+					t.Fatalf("Get(%s) = %q, want %q", k, v, model[k])
+				}
+			}
+			bound := func() []byte {
+				if rng.IntN(4) == 0 {
+					return nil
+				}
+				return key()
+			}
+			for range 40 {
+				from, to := bound(), bound()
+				limit := 1 + rng.IntN(2*space)
+				var want []string
+				for _, k := range keys {
+					if inRange([]byte(k), from, to) {
+						want = append(want, k+"="+model[k])
+					}
+				}
+				wantRev := slices.Clone(want)
+				slices.Reverse(wantRev)
+				if len(want) > limit {
+					want, wantRev = want[:limit], wantRev[:limit]
+				}
+				collect := func(out *[]string) func(k, v []byte) (bool, error) {
+					return func(k, v []byte) (bool, error) {
+						*out = append(*out, string(k)+"="+string(v))
+						return len(*out) < limit, nil
+					}
+				}
+				var got, gotRev []string
+				if err := lt.Scan(BucketKey, from, to, collect(&got)); err != nil {
+					t.Fatal(err)
+				}
+				if err := lt.ScanReverse(BucketKey, from, to, collect(&gotRev)); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("Scan [%q, %q) limit %d = %v, want %v", from, to, limit, got, want)
+				}
+				if !slices.Equal(gotRev, wantRev) {
+					t.Fatalf("ScanReverse [%q, %q) limit %d = %v, want %v", from, to, limit, gotRev, wantRev)
+				}
+			}
+		})
+	}
+}
