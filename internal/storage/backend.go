@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -17,7 +18,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/fsutil"
 )
 
@@ -84,14 +84,16 @@ type Options struct {
 	InitialMmapSize int
 	// OnCommit, when set, observes each commit's duration (metrics).
 	OnCommit func(time.Duration)
-	// BatchInterval is how long what Apply wrote may stay uncommitted
+	// BatchInterval is how long what Apply wrote may stay out of bbolt
 	// before the background committer commits it (etcd's
-	// --backend-batch-interval). 0 means 100 ms; negative turns the
-	// committer off (Commit, Update and Close still commit).
+	// --backend-batch-interval). 0 means 100 ms; negative turns the timer
+	// off (Commit, Update, Close and BatchLimit still commit).
 	BatchInterval time.Duration
-	// BatchLimit commits at the end of the Apply that brings the pending
-	// batch to this many puts and deletes (etcd's
-	// --backend-batch-limit). 0 means 10,000.
+	// BatchLimit starts a background commit once Apply has brought this
+	// many puts and deletes into the active layer (etcd's
+	// --backend-batch-limit). 0 means 10,000. While a commit runs, the
+	// active layer may grow to 4× this (stallFactor) before Apply waits
+	// for that commit.
 	BatchLimit int
 }
 
@@ -101,48 +103,86 @@ const (
 	DefaultBatchLimit    = 10000
 )
 
+// stallFactor bounds the memory that Apply may fill while bbolt commits:
+// once the active layer holds stallFactor × BatchLimit puts and deletes
+// and a commit is running, the next Apply waits for that commit to end
+// (the commit after it takes the whole active layer). Without a bound a
+// disk slower than the write rate would grow the layer without end.
+const stallFactor = 4
+
 // Backend is the durable store. Safe for concurrent use.
+//
+// What Apply wrote lives in memory until a background commit moves it
+// into bbolt, in layers that readers lay over bbolt's last commit:
+//
+//	active: what Apply merged since the last freeze; only Apply (under
+//	        wmu) changes it, whole batches at a time, under ovmu.
+//	frozen: the active layer as it was when a commit took it (at most
+//	        one); nobody changes it; it is being written to bbolt, and is
+//	        dropped once bbolt's commit holding it returned.
+//
+// Lock order: wmu, then cmu, then swap, then ovmu, then bbolt's own locks.
+// Apply takes wmu (and ovmu briefly), never cmu: a commit in progress
+// holds cmu while it writes and fsyncs bbolt, so Apply never waits for
+// it (except past the stallFactor bound).
 type Backend struct {
-	path string
-	opts Options
+	path     string
+	opts     Options
+	stallOps int // stallFactor × BatchLimit, capped
 
-	// wmu serialises writers: Apply, Update, Commit and the background
-	// committer, and everything that replaces or closes the file. It
-	// guards the fields below it up to ovmu.
+	// wmu serialises the writers of the layers: Apply, and Update,
+	// Defrag, Replace and Close, which need them empty and kept so. Its
+	// holder is the only goroutine that changes the active layer's
+	// contents, so it may read that layer without ovmu.
 	wmu sync.Mutex
-	// pend is the pending write transaction Apply writes into (nil:
-	// none open); pendingOps counts its puts and deletes, pendSince is
-	// when it was opened.
-	pend       *bolt.Tx
-	pendingOps int
-	pendSince  time.Time
-	// broken is set when a pending batch was lost (its callback or its
-	// commit failed): every later write fails with it, because what a
-	// caller was told is durable here only through its own log (the
-	// server's journal) and the data file no longer has it.
-	broken error
 
-	// swap guards db. Transactions hold it for reading; Defrag holds it
-	// for writing while it replaces the file.
+	// cmu serialises bbolt's write transactions: a commit of the frozen
+	// layer (the background committer, Commit, and the commit that
+	// Update, Snapshot, Defrag, Replace and Close make first), Update's
+	// own transaction, and the file swaps. It is held across the whole
+	// freeze, write, fsync and drop, so there is at most one frozen
+	// layer, and a commit asked for while one runs waits for it and then
+	// commits what came after.
+	cmu sync.Mutex
+
+	// swap guards db. Transactions hold it for reading; Defrag and
+	// Replace hold it for writing while they replace the file.
 	swap sync.RWMutex
 	db   *bolt.DB
 
-	// ovmu guards ov, the pending batch's changes as readers see them.
-	// The writer (holding wmu) changes ov under it; a reader takes it
-	// only to open its bbolt read transaction and clone ov, in one step
-	// (see View for why both).
-	ovmu sync.Mutex
-	ov   *overlay
+	// ovmu guards the layers and the fields after it. Readers take it
+	// only to open their bbolt read transaction, clone the active layer
+	// and take the frozen one, in one step (see View for why all three).
+	ovmu   sync.Mutex
+	ov     *overlay // active; never nil
+	frozen *overlay // nil: no commit is writing one
+	// frozenDone is closed when the frozen layer's commit ended, in
+	// success or failure (Apply's stall waits on it).
+	frozenDone chan struct{}
+	// activeOps counts the puts and deletes merged into ov since it was
+	// last frozen; activeSince is when the first of them was.
+	activeOps   int
+	activeSince time.Time
+	// broken is set when a commit of the layers failed: every later
+	// write fails with it, because what a caller was told is durable
+	// here only through its own log (the server's journal) and the data
+	// file does not have it. Readers keep seeing the layers.
+	broken error
 
-	fault atomic.Pointer[func() error] // see InjectFault
+	fault      atomic.Pointer[func() error] // see InjectFault
+	commitHook atomic.Pointer[func()]       // tests: runs inside each commit of a frozen layer, before bbolt's commit
+	stalls     atomic.Int64                 // how often Apply waited past the stallFactor bound
 
+	kick chan struct{} // capacity 1: Apply reached BatchLimit, the committer should commit
 	stop chan struct{} // closed by Close: the committer returns
 	done chan struct{} // closed when the committer has returned
 }
 
-// InjectFault is for tests: while f returns an error, every Update fails
-// with it just before its commit and writes nothing, as on a full disk.
-// A nil f removes the fault.
+// InjectFault is for tests: while f returns an error, every Apply fails
+// with it after its callback and keeps nothing of it, and every commit
+// (Update's, and of what Apply wrote) fails with it just before bbolt's
+// commit and writes nothing, as on a full disk. A failed commit of what
+// Apply wrote breaks the backend. A nil f removes the fault.
 func (b *Backend) InjectFault(f func() error) {
 	if f == nil {
 		b.fault.Store(nil)
@@ -183,39 +223,19 @@ func Open(path string, opts Options) (*Backend, error) {
 	if opts.BatchLimit <= 0 {
 		opts.BatchLimit = DefaultBatchLimit
 	}
-	b := &Backend{path: path, opts: opts, db: db, ov: newOverlay(), stop: make(chan struct{}), done: make(chan struct{})}
+	b := &Backend{path: path, opts: opts, db: db, ov: newOverlay(), stallOps: math.MaxInt,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.BatchLimit <= math.MaxInt/stallFactor {
+		b.stallOps = stallFactor * opts.BatchLimit
+	}
 	if err := b.Update(func(tx WriteTx) error {
 		return nil
 	}); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if opts.BatchInterval > 0 {
-		go b.committer()
-	} else {
-		close(b.done)
-	}
+	go b.committer()
 	return b, nil
-}
-
-// committer commits what Apply left pending once it is BatchInterval old.
-// Its owner is the Backend: Close stops it and waits for it.
-func (b *Backend) committer() {
-	defer close(b.done)
-	t := time.NewTicker(b.opts.BatchInterval / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-		}
-		b.wmu.Lock()
-		if b.pend != nil && time.Since(b.pendSince) >= b.opts.BatchInterval {
-			_ = b.commitLocked() // a failure marks the backend broken: the next write reports it
-		}
-		b.wmu.Unlock()
-	}
 }
 
 // Verify reads every page reachable in an existing data file (every
@@ -304,177 +324,40 @@ func openBolt(path string, opts Options) (*bolt.DB, error) {
 func (b *Backend) Path() string { return b.path }
 
 // View runs fn in a read-only transaction that sees every write made so
-// far, committed or still pending (Apply).
+// far, committed or still in memory (Apply).
 //
-// The bbolt read transaction is opened and the overlay cloned under ovmu,
-// which a commit takes only after bbolt's commit returned, to empty the
-// overlay. So a reader gets either the overlay from before that point
-// (which holds everything the commit wrote, so it does not matter which
-// side of the commit its bbolt transaction fell on), or an empty one
-// with a bbolt transaction opened after the commit.
+// The bbolt read transaction is opened, the active layer cloned and the
+// frozen one taken in one step under ovmu. A freeze moves the active
+// layer to frozen under ovmu, and a commit drops the frozen layer under
+// ovmu only after bbolt's commit holding it returned. So a reader holds
+// every batch in one of its layers or in its bbolt transaction: a batch
+// is in the active layer until a freeze, then in the frozen one until
+// after it is in every bbolt transaction opened from then on. A layer
+// over a bbolt transaction that already holds it repeats what is there,
+// so it does not matter which side of a commit the transaction fell on.
+// And since a batch enters the active layer whole under ovmu, a reader
+// sees each batch whole or not at all.
 func (b *Backend) View(fn func(tx ReadTx) error) error {
 	b.swap.RLock()
 	defer b.swap.RUnlock()
 	b.ovmu.Lock()
 	tx, err := b.db.Begin(false)
-	var ov *overlay
+	var active, frozen *overlay
 	if err == nil {
-		ov = b.ov.clone()
+		active, frozen = b.ov.clone(), b.frozen
 	}
 	b.ovmu.Unlock()
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if ov == nil {
+	lt := &layeredTx{base: boltTx{tx}}
+	lt.push(active)
+	lt.push(frozen)
+	if lt.n == 0 {
 		return fn(boltTx{tx})
 	}
-	return fn(ovReadTx{base: boltTx{tx}, ov: ov})
-}
-
-// Apply runs fn in the pending write transaction and returns without
-// committing it. What fn writes is visible at once to every reader
-// (View) and to later Apply and Update callbacks, and becomes durable at
-// the next commit: Commit, Update, Close, the background committer
-// (BatchInterval), or the end of an Apply that reaches BatchLimit.
-//
-// The caller makes the batch durable by its own means before it tells
-// anybody it is (the server's journal) and, after a crash, brings back
-// what the data file lacks from there.
-//
-// If fn fails, or an injected fault fires, the pending transaction is
-// rolled back with every earlier Apply not yet committed, and the
-// backend is broken: every later write fails. A storage failure stops
-// the server, which rebuilds from its journal at the next start.
-func (b *Backend) Apply(fn func(tx WriteTx) error) error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	if b.broken != nil {
-		return b.broken
-	}
-	b.swap.RLock()
-	defer b.swap.RUnlock()
-	if b.pend == nil {
-		tx, err := b.db.Begin(true)
-		if err != nil {
-			return err
-		}
-		b.pend, b.pendingOps, b.pendSince = tx, 0, time.Now()
-	}
-	b.ovmu.Lock()
-	before := b.ov.clone() // to take fn's own changes back out if it fails
-	b.ovmu.Unlock()
-	err := fn(batchTx{boltTx: boltTx{b.pend}, b: b})
-	if err == nil {
-		if f := b.fault.Load(); f != nil {
-			err = (*f)()
-		}
-	}
-	if err != nil {
-		b.pend.Rollback()
-		b.pend = nil
-		b.broken = fmt.Errorf("storage: a pending batch was lost: %w", err)
-		// Readers keep seeing what earlier Apply calls wrote (the
-		// caller's log has it) but nothing of fn's.
-		b.ovmu.Lock()
-		if before == nil {
-			before = newOverlay()
-		}
-		b.ov = before
-		b.ovmu.Unlock()
-		return err
-	}
-	if b.pendingOps >= b.opts.BatchLimit {
-		return b.commitLockedSwap()
-	}
-	return nil
-}
-
-// Commit commits what Apply left pending, durably; it does nothing when
-// nothing is pending.
-func (b *Backend) Commit() error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	return b.commitLocked()
-}
-
-// commitLocked commits the pending transaction. The caller holds wmu.
-func (b *Backend) commitLocked() error {
-	if b.broken != nil {
-		return b.broken
-	}
-	if b.pend == nil {
-		return nil
-	}
-	b.swap.RLock()
-	defer b.swap.RUnlock()
-	return b.commitLockedSwap()
-}
-
-// commitLockedSwap is commitLocked for a caller that holds swap for
-// reading too.
-func (b *Backend) commitLockedSwap() error {
-	tx := b.pend
-	b.pend = nil
-	if err := b.commitTx(tx); err != nil {
-		b.broken = fmt.Errorf("storage: a pending batch was lost: %w", err)
-		return err
-	}
-	// Only now: see View.
-	b.ovmu.Lock()
-	b.ov = newOverlay()
-	b.ovmu.Unlock()
-	return nil
-}
-
-// commitTx commits tx durably, or rolls it back on an injected fault.
-func (b *Backend) commitTx(tx *bolt.Tx) error {
-	if f := b.fault.Load(); f != nil {
-		if err := (*f)(); err != nil {
-			tx.Rollback()
-			return err
-		}
-	}
-	// Failpoints (compiled out by default): a crash or an error before the
-	// commit loses the transaction, one after it keeps it; both leave the
-	// caller without an acknowledgement to give.
-	if err := failpoint.Hit(failpoint.BeforeCommit); err != nil {
-		tx.Rollback()
-		return err
-	}
-	start := time.Now()
-	err := tx.Commit()
-	if b.opts.OnCommit != nil {
-		b.opts.OnCommit(time.Since(start))
-	}
-	if err == nil {
-		err = failpoint.Hit(failpoint.AfterCommit)
-	}
-	return err
-}
-
-// Update runs fn in a read-write transaction of its own and commits it
-// durably (fsync) before returning. If fn fails nothing of fn's is
-// written. What Apply left pending is committed first, in a commit of its
-// own: bbolt cannot take back part of a transaction, and fn's failure
-// must not take the pending batch with it.
-func (b *Backend) Update(fn func(tx WriteTx) error) error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	if err := b.commitLocked(); err != nil {
-		return err
-	}
-	b.swap.RLock()
-	defer b.swap.RUnlock()
-	tx, err := b.db.Begin(true)
-	if err != nil {
-		return err
-	}
-	if err := fn(boltTx{tx}); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return b.commitTx(tx)
+	return fn(lt)
 }
 
 // Size is the size of the data file in bytes (etcd's dbSize).
@@ -531,7 +414,9 @@ func (b *Backend) Snapshot(w io.Writer, onSize func(total int64)) (int64, error)
 func (b *Backend) Defrag() error {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
-	if err := b.commitLocked(); err != nil {
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	if err := b.commitLayersLocked(); err != nil {
 		return err
 	}
 	b.swap.Lock()
@@ -556,7 +441,7 @@ func (b *Backend) Defrag() error {
 }
 
 // swapInLocked replaces the data file with the durable file at tmp and
-// reopens it. The caller holds swap for writing.
+// reopens it. The caller holds cmu, and swap for writing.
 func (b *Backend) swapInLocked(tmp string) error {
 	if err := b.db.Close(); err != nil {
 		return err
@@ -604,7 +489,9 @@ func (b *Backend) Replace(snapshot string, prepare func(tx WriteTx) error) error
 	}
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
-	if err := b.commitLocked(); err != nil {
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	if err := b.commitLayersLocked(); err != nil {
 		return err
 	}
 	b.swap.Lock()
@@ -617,8 +504,8 @@ func (b *Backend) Replace(snapshot string, prepare func(tx WriteTx) error) error
 // state: either can then be lost to a torn or rotten page without losing
 // a write (after a crash only the older one is spare).
 //
-// What Apply left pending is committed first; the background committer
-// is stopped.
+// The background committer is stopped, then what Apply left in memory is
+// committed.
 func (b *Backend) Close() error {
 	select {
 	case <-b.stop:
@@ -628,10 +515,14 @@ func (b *Backend) Close() error {
 	<-b.done
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
 	// A broken backend's file holds its last good commit: close it as
 	// it is (the failure was reported to the writer that met it).
+	b.ovmu.Lock()
 	wasBroken := b.broken != nil
-	cerr := b.commitLocked()
+	b.ovmu.Unlock()
+	cerr := b.commitLayersLocked()
 	b.swap.Lock()
 	defer b.swap.Unlock()
 	if cerr != nil && !wasBroken {

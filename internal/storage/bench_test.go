@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -85,4 +86,33 @@ func BenchmarkViewWithPending(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkApplyBesideCommits applies batches of 16 keys of 1 KiB, with
+// fsync, while commits of what was applied run beside them all the time
+// (BatchInterval 2 ms, so a commit is due by the time one ends), and
+// reports the Apply latency's percentiles: what a write on the server's
+// apply loop waits for the data file.
+func BenchmarkApplyBesideCommits(b *testing.B) {
+	val := make([]byte, 1024)
+	be, err := Open(filepath.Join(b.TempDir(), "db"), Options{BatchInterval: 2 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		if err := be.Apply(func(tx WriteTx) error { return benchBatch(tx, i, 16, val) }); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Nanoseconds()) }
+	b.ReportMetric(at(0.5), "p50-ns")
+	b.ReportMetric(at(0.99), "p99-ns")
+	b.ReportMetric(at(1), "max-ns")
 }

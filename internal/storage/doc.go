@@ -8,33 +8,52 @@
 // slotted in without touching mvcc.
 //
 // Two ways to write:
-//   - Update: fn runs in a transaction of its own, committed with fsync
-//     before Update returns.
-//   - Apply: fn runs in the pending batch transaction, which is left open
-//     and committed later (Commit, Update, Close, BatchLimit, or the
-//     background committer after BatchInterval, etcd's batch commit). What
-//     Apply wrote is visible to every reader at once, through an overlay of
-//     the pending changes laid over bbolt's last commit (overlay.go; etcd's
-//     backend read buffer plays this part). The caller makes it durable by
-//     its own means first (the server's journal) and restores it from
-//     there after a crash.
+//   - Update: fn runs in a bbolt transaction of its own, committed with
+//     fsync before Update returns.
+//   - Apply: fn's writes are kept in memory and reach bbolt later, in a
+//     background commit (by time, BatchInterval, and by count,
+//     BatchLimit, as etcd's batch commit) or at Commit, Update, Snapshot,
+//     Defrag, Replace or Close. What Apply wrote is visible to every
+//     reader at once, through layers laid over bbolt's last commit
+//     (overlay.go; etcd's backend read buffer plays this part). The caller
+//     makes it durable by its own means first (the server's journal) and
+//     restores it from there after a crash.
+//
+// The layers (commit.go): fn writes into a small layer of its own, merged
+// on success into the active layer in one step (a failed fn's layer is
+// dropped). A commit freezes the active layer (a new empty one takes its
+// place), writes the frozen layer to bbolt and commits it without the lock
+// Apply needs, then drops it. Readers see active over frozen over bbolt.
+// So Apply never waits for bbolt's commit, unless the active layer grows
+// past 4× BatchLimit while a commit runs (stallFactor).
 //
 // Invariants:
-//   - Update commits what Apply left pending before fn runs, in a commit of
-//     its own, so fn's failure never takes the pending batch with it.
-//   - A failed Apply callback or commit rolls the pending batch back and
-//     breaks the backend: every later write fails, because the data file
-//     no longer holds what the caller may have acknowledged.
-//   - A reader's bbolt read transaction and its clone of the overlay are
-//     taken in one step under ovmu, and a commit empties the overlay only
-//     after bbolt's commit returned: a reader never misses a write.
+//   - A batch enters the active layer whole, under ovmu: readers see it
+//     whole or not at all, and it lands in one bbolt commit with the log
+//     position it wrote.
+//   - A reader's bbolt read transaction, its clone of the active layer
+//     and the frozen layer are taken in one step under ovmu, and a commit
+//     drops the frozen layer only after bbolt's commit returned: a reader
+//     never misses a write.
+//   - At most one frozen layer exists (commits are serialised by cmu);
+//     nothing changes it; only Apply, holding wmu, changes the active one.
+//   - Update commits the layers before fn runs, in a commit of its own, so
+//     fn's failure never takes them with it; fn then reads bbolt alone.
+//   - A failed Apply callback loses nothing and breaks nothing. A failed
+//     commit of the layers breaks the backend: every later write fails,
+//     because the data file lacks what the caller may have acknowledged;
+//     readers keep seeing every layer.
+//   - Commit returns once everything applied before it is in a durable
+//     bbolt commit.
 //   - The applied log position (meta "consistent_index" and "term") is written
 //     by the caller inside the same WriteTx as the data it describes.
 //   - Byte slices handed out by a ReadTx are valid only inside the callback.
 //
-// Lock order: Backend.wmu (writers, the committer, Defrag, Replace,
-// Close) before Backend.swap (held for reading by every transaction, for
-// writing only while the file is swapped or closed) before Backend.ovmu
-// (the overlay) before bbolt's own locks. The background committer is
-// owned by the Backend and stopped by Close.
+// Lock order: Backend.wmu (Apply, Update, Defrag, Replace, Close) before
+// Backend.cmu (every bbolt write transaction: the background committer,
+// Commit, Update, the file swaps, Close) before Backend.swap (held for
+// reading by every transaction, for writing only while the file is
+// swapped or closed) before Backend.ovmu (the layers) before bbolt's own
+// locks. The background committer is owned by the Backend and stopped by
+// Close.
 package storage

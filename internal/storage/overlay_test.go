@@ -120,7 +120,12 @@ func TestUpdateCommitsPendingAndKeepsItWhenItsOwnCallbackFails(t *testing.T) {
 	}
 }
 
-func TestApplyFailureBreaksTheBackend(t *testing.T) {
+// TestApplyFailureKeepsEarlierBatchesAndTheBackend: a failed callback's
+// writes were only in its own layer, so dropping them loses nothing of
+// the batches before it, and the backend goes on taking writes (it used to
+// break, when a failed callback took the whole pending bbolt transaction
+// with it).
+func TestApplyFailureKeepsEarlierBatchesAndTheBackend(t *testing.T) {
 	b := openBatch(t, Options{BatchInterval: -1})
 	if err := b.Apply(func(tx WriteTx) error { return tx.Put(BucketKey, []byte("a"), []byte("1")) }); err != nil {
 		t.Fatal(err)
@@ -128,6 +133,9 @@ func TestApplyFailureBreaksTheBackend(t *testing.T) {
 	boom := errors.New("boom")
 	err := b.Apply(func(tx WriteTx) error {
 		if err := tx.Put(BucketKey, []byte("b"), []byte("2")); err != nil {
+			return err
+		}
+		if err := tx.Delete(BucketKey, []byte("a")); err != nil {
 			return err
 		}
 		return boom
@@ -141,17 +149,50 @@ func TestApplyFailureBreaksTheBackend(t *testing.T) {
 	if got := get(t, b, BucketKey, []byte("b")); got != nil {
 		t.Fatalf("the failed callback's write reads as %q", got)
 	}
+	if err := b.Apply(func(tx WriteTx) error { return tx.Put(BucketKey, []byte("c"), []byte("3")) }); err != nil {
+		t.Fatalf("Apply after a failed callback: %v", err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatalf("Commit after a failed callback: %v", err)
+	}
+	for k, want := range map[string]string{"a": "1", "b": "", "c": "3"} {
+		if got := onDisk(t, b, BucketKey, []byte(k)); string(got) != want {
+			t.Errorf("after Commit the file holds %s=%q, want %q", k, got, want)
+		}
+	}
+	if err := b.Update(func(tx WriteTx) error { return tx.Put(BucketKey, []byte("d"), []byte("4")) }); err != nil {
+		t.Fatalf("Update after a failed callback: %v", err)
+	}
+}
+
+// TestFailedCommitBreaksTheBackend: when bbolt's commit of what Apply
+// wrote fails, every later write fails with the cause, while readers go
+// on seeing every batch applied.
+func TestFailedCommitBreaksTheBackend(t *testing.T) {
+	b := openBatch(t, Options{BatchInterval: -1})
+	if err := b.Apply(func(tx WriteTx) error { return tx.Put(BucketKey, []byte("a"), []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	full := errors.New("no space left on device")
+	b.InjectFault(func() error { return full })
+	if err := b.Commit(); !errors.Is(err, full) {
+		t.Fatalf("Commit under a fault: %v, want the fault", err)
+	}
+	b.InjectFault(nil)
+	if got := get(t, b, BucketKey, []byte("a")); string(got) != "1" {
+		t.Fatalf("after the failed commit a reader reads %q, want 1", got)
+	}
 	for name, write := range map[string]func() error{
 		"Apply":  func() error { return b.Apply(func(WriteTx) error { return nil }) },
 		"Update": func() error { return b.Update(func(WriteTx) error { return nil }) },
 		"Commit": b.Commit,
 	} {
-		if err := write(); !errors.Is(err, boom) {
-			t.Errorf("%s after a lost batch: %v, want an error wrapping the cause", name, err)
+		if err := write(); !errors.Is(err, full) {
+			t.Errorf("%s after a failed commit: %v, want an error wrapping the cause", name, err)
 		}
 	}
 	if got := onDisk(t, b, BucketKey, []byte("a")); got != nil {
-		t.Fatalf("the lost batch reached the file: %q", got)
+		t.Fatalf("the failed commit reached the file: %q", got)
 	}
 }
 
@@ -182,6 +223,14 @@ func TestBatchLimitAndIntervalCommit(t *testing.T) {
 	if err := b.Apply(func(tx WriteTx) error { return tx.Put(BucketKey, []byte{2}, []byte("v")) }); err != nil {
 		t.Fatal(err)
 	}
+	// The limit starts a commit in the background (the timer is off).
+	deadline := time.Now().Add(20 * time.Second)
+	for commits.Load()-base == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no commit after the Apply that reached the limit")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if n := commits.Load() - base; n != 1 {
 		t.Fatalf("%d commits at the limit, want 1", n)
 	}
@@ -195,7 +244,7 @@ func TestBatchLimitAndIntervalCommit(t *testing.T) {
 	if err := c.Apply(func(tx WriteTx) error { return tx.Put(BucketKey, []byte("bg"), []byte("v")) }); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for onDisk(t, c, BucketKey, []byte("bg")) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the background committer never committed the pending write")
@@ -394,5 +443,112 @@ func TestCloseCommitsPending(t *testing.T) {
 	defer b.Close()
 	if got := get(t, b, BucketKey, []byte("k")); string(got) != "v" {
 		t.Fatalf("after Close and reopen the key reads %q, want v", got)
+	}
+}
+
+// TestLayeredScansMatchAModel lays three random layers of puts and
+// deletes over a random committed bucket and checks Get, Scan and
+// ScanReverse, over random ranges and limits, against a map built by
+// applying bbolt's keys and then the layers from the bottom up. Keys are
+// drawn from a space larger than a cursor's chunk so that the layers'
+// cursors resume across chunks.
+func TestLayeredScansMatchAModel(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 13))
+			b := openBatch(t, Options{BatchInterval: -1})
+			space := 64 + rng.IntN(300)
+			key := func() []byte { return []byte(fmt.Sprintf("k%03d", rng.IntN(space))) }
+			model := map[string]string{}
+			err := b.Update(func(tx WriteTx) error {
+				for range rng.IntN(space) {
+					k, v := key(), fmt.Sprintf("base-%d", rng.IntN(100))
+					model[string(k)] = v
+					if err := tx.Put(BucketKey, k, []byte(v)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var layers [maxLayers]*overlay // top first
+			for i := maxLayers - 1; i >= 0; i-- {
+				o := newOverlay()
+				for range rng.IntN(space) {
+					k := key()
+					if rng.IntN(3) == 0 {
+						o.del(BucketKey, k)
+						delete(model, string(k))
+						continue
+					}
+					v := fmt.Sprintf("layer%d-%d", i, rng.IntN(100))
+					o.put(BucketKey, k, []byte(v))
+					model[string(k)] = v
+				}
+				layers[i] = o
+			}
+			keys := make([]string, 0, len(model))
+			for k := range model {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			tx, err := b.db.Begin(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			lt := &layeredTx{base: boltTx{tx}}
+			for _, o := range layers {
+				lt.push(o)
+			}
+			for i := range space {
+				k := fmt.Sprintf("k%03d", i)
+				if v := lt.Get(BucketKey, []byte(k)); string(v) != model[k] {
+					t.Fatalf("Get(%s) = %q, want %q", k, v, model[k])
+				}
+			}
+			bound := func() []byte {
+				if rng.IntN(4) == 0 {
+					return nil
+				}
+				return key()
+			}
+			for range 40 {
+				from, to := bound(), bound()
+				limit := 1 + rng.IntN(2*space)
+				var want []string
+				for _, k := range keys {
+					if inRange([]byte(k), from, to) {
+						want = append(want, k+"="+model[k])
+					}
+				}
+				wantRev := slices.Clone(want)
+				slices.Reverse(wantRev)
+				if len(want) > limit {
+					want, wantRev = want[:limit], wantRev[:limit]
+				}
+				collect := func(out *[]string) func(k, v []byte) (bool, error) {
+					return func(k, v []byte) (bool, error) {
+						*out = append(*out, string(k)+"="+string(v))
+						return len(*out) < limit, nil
+					}
+				}
+				var got, gotRev []string
+				if err := lt.Scan(BucketKey, from, to, collect(&got)); err != nil {
+					t.Fatal(err)
+				}
+				if err := lt.ScanReverse(BucketKey, from, to, collect(&gotRev)); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("Scan [%q, %q) limit %d = %v, want %v", from, to, limit, got, want)
+				}
+				if !slices.Equal(gotRev, wantRev) {
+					t.Fatalf("ScanReverse [%q, %q) limit %d = %v, want %v", from, to, limit, gotRev, wantRev)
+				}
+			}
+		})
 	}
 }
