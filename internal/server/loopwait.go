@@ -54,6 +54,20 @@ import (
 // has work from the peer queued, which it takes in order before what
 // waits in DDS, as with Ready).
 //
+// # Yield
+//
+// A loop asleep in C holds its thread: a goroutine the loop readied in
+// its last turn (a proposer it answered) waits on that thread's queue
+// until the Go scheduler moves it to another thread, and its next
+// proposal must wake the loop's thread (a cgo call and a futex wake),
+// where a select would have let the loop run on the proposer's thread.
+// So a loop that did not just wake yields once (runtime.Gosched) before
+// it marks itself asleep: what it readied runs first, on its thread, and
+// a proposal made meanwhile is found by the look without a Wake. In dyad
+// perf the whole write took a median 1.17 times the selecting loop's
+// without the yield (six runs) and 1.01 times with it (five runs;
+// docs/BENCHMARKS.md, "The loop waits in C").
+//
 // # Ticks
 //
 // The ticker's ticks reach the loop through a goroutine that the applier
@@ -165,7 +179,7 @@ func (l *loopWait) next(look func() bool) (found bool, err error) {
 		// answer) onto this thread's scheduler queue: let them run here
 		// first, while this loop is not yet asleep (their next send
 		// then costs no Wake), instead of leaving them behind a thread
-		// that blocks in C until the scheduler moves them (Yield).
+		// that blocks in C until the scheduler moves them (Yield above).
 		runtime.Gosched()
 	}
 	l.asleep.Store(true) // (1): before look, so a send look misses sees it
