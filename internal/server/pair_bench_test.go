@@ -8,11 +8,22 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/transport"
 )
+
+// ackWait is the primary's total wait for acknowledgements, in seconds, and
+// the number of batches acknowledged (its dyad_replication_ack_seconds).
+func ackWait(b *testing.B, n *node) (float64, uint64) {
+	var m dto.Metric
+	if err := n.cfg.Metrics.LagSeconds.Write(&m); err != nil {
+		b.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+}
 
 // processCPU is the CPU time (user and system) this process has used.
 func processCPU(b *testing.B) time.Duration {
@@ -28,7 +39,9 @@ func processCPU(b *testing.B) time.Duration {
 // primary directly, by one client and by 64 (goroutines sharing b.N). Besides the time and the
 // allocations per put it reports cpu-us/op: the CPU time both nodes
 // (and the benchmark's clients) used per put, which is what the write
-// path costs on a machine whose cores are all busy.
+// path costs on a machine whose cores are all busy; and ack-us, the
+// primary's mean wait per batch from its own flush to the release by the
+// replica's ack.
 func BenchmarkPairPut(b *testing.B) {
 	net := transport.NewMemNet()
 	// A lease long enough that a loaded machine does not cost the pair
@@ -56,6 +69,7 @@ func BenchmarkPairPut(b *testing.B) {
 			left.Store(int64(b.N))
 			errc := make(chan error, clients)
 			cpu := processCPU(b)
+			ackSum, acks := ackWait(b, a)
 			b.ResetTimer()
 			for c := 0; c < clients; c++ {
 				go func() { // joined below: each sends exactly once on errc
@@ -76,6 +90,9 @@ func BenchmarkPairPut(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU(b)-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			if sum, n := ackWait(b, a); n > acks {
+				b.ReportMetric((sum-ackSum)/float64(n-acks)*1e6, "ack-us")
+			}
 		})
 	}
 }
