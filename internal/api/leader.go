@@ -18,13 +18,11 @@ import (
 const leaderCheckPeriod = 200 * time.Millisecond
 
 // requiresLeader reports whether the client asked for etcd's
-// WithRequireLeader (metadata "hasleader: true").
+// WithRequireLeader (metadata "hasleader: true"). It runs on every
+// request, so it looks up the one key rather than copying the request's
+// whole metadata (FromIncomingContext copies every key and value).
 func requiresLeader(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return false
-	}
-	for _, v := range md.Get(rpctypes.MetadataRequireLeaderKey) {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataRequireLeaderKey) {
 		if v == rpctypes.MetadataHasLeader {
 			return true
 		}

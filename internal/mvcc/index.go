@@ -130,6 +130,11 @@ func (x *index) getOrCreate(key []byte) *keyIndex {
 	if ki := x.get(key); ki != nil {
 		return ki
 	}
+	return x.create(key)
+}
+
+// create adds a keyIndex for key, which the index must not hold.
+func (x *index) create(key []byte) *keyIndex {
 	ki := &keyIndex{key: append([]byte(nil), key...), gens: []generation{{}}}
 	x.tree.ReplaceOrInsert(ki)
 	return ki

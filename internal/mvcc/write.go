@@ -48,16 +48,41 @@ func (w *WriteTxn) Range(key, end []byte, ro RangeOptions) (RangeResult, error) 
 
 // Get returns the live value of key inside the transaction, or nil.
 func (w *WriteTxn) Get(key []byte) (*mvccpb.KeyValue, error) {
-	r, err := w.Range(key, nil, RangeOptions{})
-	if err != nil || len(r.KVs) == 0 {
-		return nil, err
+	kv, _, err := w.get(key)
+	return kv, err
+}
+
+// get is Get for one key without Range's machinery (every Put calls it):
+// one index lookup, and one read of the value if the key is live. It also
+// returns the key's keyIndex (nil if the index has none), which stays in
+// the index until this transaction's owner changes it: only the writer
+// goroutine adds or drops keyIndexes (Put, Compact), readers never do.
+func (w *WriteTxn) get(key []byte) (*mvccpb.KeyValue, *keyIndex, error) {
+	w.s.mu.RLock()
+	ki := w.s.idx.get(key)
+	var mod Revision
+	live := false
+	if ki != nil {
+		mod, _, _, live = ki.lookup(w.Rev())
 	}
-	return &r.KVs[0], nil
+	w.s.mu.RUnlock()
+	if !live {
+		return nil, ki, nil
+	}
+	v := w.tx.Get(storage.BucketKey, RevBytes(mod))
+	if v == nil {
+		return nil, nil, fmt.Errorf("%w: revision {%d %d} in index but not on disk", storage.ErrCorrupt, mod.Main, mod.Sub)
+	}
+	kv := &mvccpb.KeyValue{}
+	if err := kv.Unmarshal(v); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", storage.ErrCorrupt, err)
+	}
+	return kv, ki, nil
 }
 
 // Put writes key. It returns the previous value (nil if none).
 func (w *WriteTxn) Put(key, value []byte, lease int64) (*mvccpb.KeyValue, error) {
-	prev, err := w.Get(key)
+	prev, ki, err := w.get(key)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +107,9 @@ func (w *WriteTxn) Put(key, value []byte, lease int64) (*mvccpb.KeyValue, error)
 		return nil, err
 	}
 	w.s.mu.Lock()
-	ki := w.s.idx.getOrCreate(key)
+	if ki == nil {
+		ki = w.s.idx.create(key) // get found none, and only this writer adds keys
+	}
 	ki.put(rev)
 	ki.lease = lease
 	w.s.currentRev = rev.Main

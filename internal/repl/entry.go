@@ -77,8 +77,19 @@ func (e *Entry) MergeRev() (int64, error) {
 // ErrDecode reports a malformed entry or message.
 var ErrDecode = errors.New("repl: malformed data")
 
-// AppendEntry appends e's encoding to b.
+// entryHeaderMax bounds the encoding of an entry's fields other than
+// Data: six varints, two 8-byte node IDs and the flags byte.
+const entryHeaderMax = 6*binary.MaxVarintLen64 + 2*8 + 1
+
+// AppendEntry appends e's encoding to b. It grows b at most once: every
+// write is encoded like this into the log and the journal on both nodes,
+// most often into a nil b.
 func AppendEntry(b []byte, e *Entry) []byte {
+	if n := entryHeaderMax + len(e.Data); cap(b)-len(b) < n {
+		nb := make([]byte, len(b), len(b)+n)
+		copy(nb, b)
+		b = nb
+	}
 	b = binary.AppendUvarint(b, e.Index)
 	b = binary.AppendUvarint(b, e.Epoch.Term)
 	b = binary.BigEndian.AppendUint64(b, e.Epoch.Node)
@@ -201,7 +212,7 @@ func DecodeEntry(b []byte) (Entry, error) {
 func EncodeEntries(es []Entry) []byte {
 	n := 0
 	for i := range es {
-		n += len(es[i].Data) + 48
+		n += len(es[i].Data) + entryHeaderMax
 	}
 	b := make([]byte, 0, n+binary.MaxVarintLen64)
 	b = binary.AppendUvarint(b, uint64(len(es)))

@@ -214,9 +214,12 @@ func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Comp
 }
 
 // checkSpace refuses writes that would grow the store past its quota, and
-// raises the NOSPACE alarm the first time, as etcd does.
+// raises the NOSPACE alarm the first time, as etcd does. It runs on every
+// write's own goroutine, so it takes no lock, and reads the size noted at
+// most noteSizeEvery ago (dbSizeForQuota), as etcd's is the one of its
+// newest backend commit.
 func (s *Server) checkSpace(cost int) error {
-	if s.alarmOn(pb.AlarmType_NOSPACE) {
+	if s.noSpaceOn() {
 		return rpctypes.ErrGRPCNoSpace
 	}
 	q := s.cfg.QuotaBackendBytes
@@ -224,7 +227,7 @@ func (s *Server) checkSpace(cost int) error {
 		return nil
 	}
 	// etcd's estimate: the key and value plus bookkeeping per entry.
-	if s.be.Size()+int64(cost)+256 <= q {
+	if s.dbSizeForQuota()+int64(cost)+256 <= q {
 		return nil
 	}
 	_, err := s.propose(context.Background(), &pb.InternalRaftRequest{Alarm: &pb.AlarmRequest{

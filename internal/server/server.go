@@ -123,6 +123,18 @@ type Server struct {
 	rtt, rttAt atomic.Int64
 	term       atomic.Uint64 // current epoch term; persisted before first use
 
+	// dbSize is the data file's size as last noted (noteSize), at most
+	// noteSizeEvery of sizeClock's time before a write's quota check
+	// (sizeAt) asks, and noSpace mirrors alarms[NOSPACE] (set under mu
+	// with it): the quota check on every write reads both without a lock,
+	// and opens a read transaction of the data file only when the noted
+	// size is stale.
+	dbSize  atomic.Int64
+	sizeAt  atomic.Int64 // sizeClock time of the last noteSize, ns
+	noSpace atomic.Bool
+	// sizeClock is the monotonic origin of sizeAt (set by New).
+	sizeClock time.Time
+
 	proposals chan *proposal
 	compactc  chan compactJob
 	stopped   chan struct{} // closed when the applier has stopped
@@ -170,6 +182,7 @@ func New(cfg Config) (*Server, error) {
 		readyc:    make(chan struct{}),
 		alarms:    map[pb.AlarmType]bool{},
 		visible:   make(chan struct{}),
+		sizeClock: time.Now(),
 	}
 	if cfg.Repl != nil {
 		lw, err := newLoopWait(*cfg.Repl)
@@ -307,6 +320,7 @@ func (s *Server) loadAlarms(tx storage.ReadTx) error {
 	}
 	s.mu.Lock()
 	s.alarms = alarms
+	s.noSpace.Store(alarms[pb.AlarmType_NOSPACE])
 	s.mu.Unlock()
 	return nil
 }
@@ -513,17 +527,41 @@ func (s *Server) Alarms() []*pb.AlarmMember {
 	return out
 }
 
-func (s *Server) alarmOn(a pb.AlarmType) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.alarms[a]
+// noSpaceOn reports whether the NOSPACE alarm is raised.
+func (s *Server) noSpaceOn() bool { return s.noSpace.Load() }
+
+// noteSize records the data file's size for the quota check.
+func (s *Server) noteSize() int64 {
+	n := s.be.Size()
+	s.dbSize.Store(n)
+	return n
+}
+
+// noteSizeEvery is how old, at most, the size a write's quota check
+// reads may be. The file grows only when the backend commits, in the
+// background (every 100 ms by default), so reading it for every write
+// would mostly read the same size again, and cost a read transaction of
+// the data file per write.
+const noteSizeEvery = 10 * time.Millisecond
+
+// dbSizeForQuota is the data file's size for a write's quota check: the
+// noted one, noted again first when it is older than noteSizeEvery (by
+// one of the writes that find it so). It never runs on the apply loop,
+// which must not wait for the backend's locks.
+func (s *Server) dbSizeForQuota() int64 {
+	now := int64(time.Since(s.sizeClock))
+	last := s.sizeAt.Load()
+	if now-last >= int64(noteSizeEvery) && s.sizeAt.CompareAndSwap(last, now) {
+		return s.noteSize()
+	}
+	return s.dbSize.Load()
 }
 
 // Ready is closed once Run has started every goroutine.
 func (s *Server) Ready() <-chan struct{} { return s.readyc }
 
 func (s *Server) refreshGauges() {
-	s.m.DBSize.Set(float64(s.be.Size()))
+	s.m.DBSize.Set(float64(s.noteSize()))
 	s.m.DBSizeInUse.Set(float64(s.be.SizeInUse()))
 	readable, _, compacted := s.store.Revs()
 	s.m.Revision.Set(float64(readable))

@@ -19,7 +19,7 @@ import (
 // failures travel in applyResult.err.
 func (s *Server) apply(tx storage.WriteTx, req *pb.InternalRaftRequest) (applyResult, []mvccpb.Event, *compactJob, error) {
 	var r applyResult
-	if noSpaceRefuses(req) && s.alarmOn(pb.AlarmType_NOSPACE) {
+	if noSpaceRefuses(req) && s.noSpaceOn() {
 		// The alarm is a log entry, so both nodes refuse the same
 		// entries (etcd's capped applier).
 		r.err = rpctypes.ErrGRPCNoSpace
@@ -410,6 +410,7 @@ func (s *Server) applyAlarm(tx storage.WriteTx, a *pb.AlarmRequest) (*pb.AlarmRe
 		}
 		s.mu.Lock()
 		s.alarms[a.Alarm] = true
+		s.noSpace.Store(s.alarms[pb.AlarmType_NOSPACE])
 		s.mu.Unlock()
 		resp.Alarms = []*pb.AlarmMember{am}
 		s.log.Warn("alarm raised", "alarm", a.Alarm.String())
@@ -417,6 +418,7 @@ func (s *Server) applyAlarm(tx storage.WriteTx, a *pb.AlarmRequest) (*pb.AlarmRe
 		s.mu.Lock()
 		was := s.alarms[a.Alarm]
 		delete(s.alarms, a.Alarm)
+		s.noSpace.Store(s.alarms[pb.AlarmType_NOSPACE])
 		s.mu.Unlock()
 		// Alarms are replicated: either node may have raised this one,
 		// under its own member ID, and each node lists it under its own.
