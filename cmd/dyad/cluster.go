@@ -39,7 +39,6 @@ type clusterFlags struct {
 	logRetentionBytes   int64
 	logRetentionAge     time.Duration
 	minProtocol         uint16
-	ddsWaitSet          bool
 	sec                 peerSecurityFlags
 }
 
@@ -103,11 +102,6 @@ func (s *peerSecurityFlags) config() (*dds.Security, error) {
 	return sec, nil
 }
 
-// defaultDDSWaitSet is --dds-waitset's default (server.ReplConfig.WaitInC):
-// off, as the whole write measured even with it on this project's test
-// machine (docs/BENCHMARKS.md, "The loop waits in C").
-const defaultDDSWaitSet = false
-
 func (c *clusterFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.initialCluster, "initial-cluster", "", "The pair, in etcd's form: \"a=http://10.0.0.1:2380,b=http://10.0.0.2:2380\". --name picks this node; the other host is the DDS unicast peer (the port is not used: DDS has its own). Empty, or only this node (kubeadm's single-member form): a single node.")
 	fl.StringVar(&c.initialClusterState, "initial-cluster-state", "new", "\"new\": this node may start the pair when its data dir is empty (the --preferred-zone node, or the first member listed). \"existing\": an empty node joins as the replica and never starts a pair (replacing a destroyed node).")
@@ -115,7 +109,6 @@ func (c *clusterFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.ddsInterface, "dds-interface", "", "Network interface (name) for DDS traffic. Empty: \"lo\" when this node's --initial-cluster host is a loopback address, else Cyclone's choice.")
 	fl.Uint32Var(&c.ddsDomain, "dds-domain", 0, "DDS domain ID (0-232). Both nodes need the same one.")
 	fl.StringVar(&c.ddsConfig, "dds-config", "", "Extra Cyclone DDS XML (inside <Domain>) for experts, or @FILE to read it from a file.")
-	fl.BoolVar(&c.ddsWaitSet, "dds-waitset", defaultDDSWaitSet, "The replication loop waits for the peer's messages in Cyclone DDS (one waitset over every topic, woken by Cyclone's receive thread) instead of being woken through Go's scheduler, which halves that hop but makes every proposal a thread wake-up (docs/BENCHMARKS.md, \"The loop waits in C\"). Local to this node: the wire is the same, so the two nodes may differ.")
 	fl.DurationVar(&c.peerLease, "peer-lease", time.Second, "Failure detection lease: a peer silent this long (on this node's own running time) is dead, and leases between the nodes last this long.")
 	fl.DurationVar(&c.ackTimeout, "ack-timeout", 2*time.Second, "A replica that leaves an entry unacknowledged this long is declared dead (the primary then goes solo).")
 	fl.StringVar(&c.preferredZone, "preferred-zone", "", "Name of the member in the preferred zone: it starts a new pair and wins split brain (with --split-brain-policy preferred). Default: the first member of --initial-cluster.")
@@ -272,7 +265,6 @@ func (c *clusterFlags) plan(name string) (*pairPlan, error) {
 		Preferred:        preferred == p.self.name,
 		ManualSplitBrain: c.splitBrainPolicy == "manual",
 		MinProtocol:      c.minProtocol,
-		WaitInC:          c.ddsWaitSet,
 		Retention:        repl.Retention{MaxBytes: c.logRetentionBytes, MaxAge: int64(c.logRetentionAge), KeepLast: 10000},
 	}
 	if c.fenceCommand != "" {

@@ -64,8 +64,7 @@ func (j perfJob) config() dds.Config {
 // "ddsnet+ws" is the same with ddsnet's experimental Config.WaitSet (the
 // owner waits in C; internal/ddsnet/waitset.go). "pair"
 // is the whole path: a Put on a primary replicated to its replica by the
-// real server code over ddsnet (cmd/dyad/perf_pair.go); "pair+ws" the same
-// with the replication loop waiting in C (server.ReplConfig.WaitInC).
+// real server code over ddsnet (cmd/dyad/perf_pair.go).
 type perfPathSpec struct {
 	name    string
 	inline  bool
@@ -76,7 +75,7 @@ type perfPathSpec struct {
 }
 
 var perfPaths = []perfPathSpec{{name: "dyad-inline", inline: true}, {name: "dyad-channel"}, {name: "dyad-waitset", waitset: true},
-	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}, {name: "dyad-pair+ws", pair: true, waitset: true}}
+	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}}
 
 // perfLockedPaths are --lock-writers' extra rows: the goroutine paths
 // again with each end's writing goroutine locked to its OS thread, in the
@@ -117,8 +116,7 @@ delivered to the peer's owner, counted there), and dyad-pair (the whole
 replication path: two dyad nodes, the real server code over ddsnet with
 fsync off; a round trip is one Put on the primary, applied and logged
 there, persisted and acknowledged by the replica, answered; throughput is
-acknowledged Puts per second of 16 concurrent writers), and dyad-pair+ws (the
-same with the replication loop waiting in C, dyad serve --dds-waitset). A further table
+acknowledged Puts per second of 16 concurrent writers). A further table
 splits the pair's mean write into the primary's part, the ddsnet round
 trip and the replica's part, and another splits the ddsnet round trip
 (pings of 48 bytes or more, stamped by both ends on the host's clock)

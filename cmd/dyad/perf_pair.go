@@ -44,7 +44,7 @@ func perfPairNode(ctx context.Context, j perfJob, member uint64, primary bool, s
 		return err
 	}
 	defer os.RemoveAll(dir)
-	tr, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfPairCluster, Node: member, WaitSet: j.WaitSet})
+	tr, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfPairCluster, Node: member})
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,6 @@ func perfPairNode(ctx context.Context, j perfJob, member uint64, primary bool, s
 		Bootstrap:  primary,
 		Preferred:  primary,
 		Retention:  repl.Retention{MaxBytes: 64 << 20, KeepLast: 10000},
-		WaitInC:    j.WaitSet, // dyad-pair+ws: the loop waits in C
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

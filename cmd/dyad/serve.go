@@ -349,9 +349,6 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 			DDS:     ddsConfig(f, plan),
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
-			// The loop waits in C on the readers' waitset (--dds-waitset);
-			// server.New refuses a transport that disagrees with it.
-			WaitSet: plan.repl.WaitInC,
 			// The loop's sends never wait for the peer: a writer at its
 			// high-water mark queues them (up to Backlog) and refuses the
 			// rest; entries not sent are caught up from the log.
@@ -364,7 +361,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 		cfg.Repl = &plan.repl
 		log.Info("two-zone pair", "self", plan.self.name, "peer", plan.peer.name, "peer-host", plan.peer.host,
 			"cluster-id", fmt.Sprintf("%x", plan.clusterID), "member-id", fmt.Sprintf("%x", plan.memberID),
-			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "dds-security", plan.securityXML != "", "dds-waitset", plan.repl.WaitInC, "preferred", plan.repl.Preferred)
+			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "dds-security", plan.securityXML != "", "preferred", plan.repl.Preferred)
 	}
 
 	node, err := server.New(cfg)

@@ -60,8 +60,8 @@
 // Start (transport.Transport) instead takes and hands over on Cyclone's
 // thread with a handler that accepts everything; it must be quick.
 //
-// Config.WaitSet (off by default; internal/server uses it with
-// ReplConfig.WaitInC, dyad serve --dds-waitset) replaces the notification: every reader is attached to
+// Config.WaitSet (an experiment, off by default, not used by
+// internal/server) replaces the notification: every reader is attached to
 // one dds.WaitSet, and the consumer calls Wait where it would select on
 // Ready. Wait blocks in one cgo call until a class has samples or Wake is
 // called (the consumer's own events) or Close, takes every class that has

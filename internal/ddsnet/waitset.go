@@ -168,7 +168,3 @@ func (n *Net) offerHeld(ws *dds.WaitSet, in *inlet, c transport.Class, r *dds.Re
 		ws.Mute(r, false)
 	}
 }
-
-// WaitsInC reports whether n was made with Config.WaitSet: its consumer
-// must then call Wait where it would select on Ready (which never fires).
-func (n *Net) WaitsInC() bool { return n.cfg.WaitSet }

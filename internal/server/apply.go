@@ -12,6 +12,7 @@ import (
 	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
+	"github.com/dyad-db/dyad/internal/transport"
 )
 
 // proposal is one log entry waiting to be applied, and its caller.
@@ -107,7 +108,6 @@ func (s *Server) proposeHere(ctx context.Context, req *pb.InternalRaftRequest) (
 	p := &proposal{req: req, done: make(chan applyResult, 1)}
 	select {
 	case s.proposals <- p:
-		s.wakeLoop() // after the send (loopwait.go)
 	case <-ctx.Done():
 		return applyResult{}, ctxErr(ctx)
 	case <-s.stopped:
@@ -161,24 +161,14 @@ func (s *Server) fatalErr() error {
 // takes client proposals while leading, applies entries from the primary
 // while following, handles acks and heartbeats, and runs the role rules.
 // Heartbeats come from here so that a stuck apply loop stops them.
-//
-// Each turn handles one event of its sources (loopSources). When idle it
-// blocks in a select, or, with a loop wait (ReplConfig.WaitInC,
-// loopwait.go), in C on the transport's waitset; the order of work in a
-// turn is the same either way.
 func (s *Server) applier(ctx context.Context) error {
 	defer close(s.stopped)
-	var src loopSources
-	var lw *loopWait
-	if s.repl != nil && s.repl.lw != nil {
-		// Wait needs the started transport (Run starts it after this
-		// loop): nothing arrives before anyway.
-		select {
-		case <-s.repl.lw.started:
-		case <-ctx.Done():
-			return nil
-		}
-	}
+	var tick <-chan time.Time
+	var inbox <-chan *transport.Message
+	var handoverc <-chan *handover
+	var fenced <-chan error
+	var recvReady <-chan struct{} // a batching transport has messages (inbox.go)
+	var reads <-chan *readReq
 	if s.repl != nil {
 		// The wait for the peer after a start (two leases before a node
 		// that led last leads alone) counts from here, when the node
@@ -188,20 +178,9 @@ func (s *Server) applier(ctx context.Context) error {
 		s.repl.node.Start(s.repl.clock.Now())
 		t := time.NewTicker(s.repl.cfg.Lease / 8)
 		defer t.Stop()
-		src = loopSources{tick: t.C, inbox: s.repl.inbox, handoverc: s.repl.handoverc, fenced: s.repl.fenceRes,
-			recvReady: s.repl.recvReady(), reads: s.repl.reads.c}
-		if lw = s.repl.lw; lw != nil {
-			// Ticks and the end of ctx must end a wait in C too: a
-			// goroutine of this loop's forwards them (loopwait.go).
-			fctx, cancel := context.WithCancel(ctx)
-			fwd := make(chan struct{})
-			go func() {
-				defer close(fwd)
-				lw.forwardTicks(fctx, t.C)
-			}()
-			defer func() { cancel(); <-fwd }()
-			src.tick = lw.tickc
-		}
+		tick, inbox, handoverc, fenced = t.C, s.repl.inbox, s.repl.handoverc, s.repl.fenceRes
+		recvReady = s.repl.recvReady()
+		reads = s.repl.reads.c
 	}
 	for {
 		if s.repl != nil {
@@ -241,37 +220,26 @@ func (s *Server) applier(ctx context.Context) error {
 			s.leadBatch(nil)
 			continue
 		}
-		var ev loopEvent
-		if lw == nil || lw.off {
-			ev, _ = src.next(ctx, props, true)
-		} else {
-			found, err := lw.next(func() bool {
-				var ok bool
-				ev, ok = src.next(ctx, props, false)
-				return ok
-			})
-			if err != nil {
-				s.failQueuedWith(rpctypes.ErrGRPCStopped)
-				return err
-			}
-			if !found {
-				continue // what Wait took is in the inbox
-			}
-			if !lw.waited && len(src.inbox) == 0 {
-				// Busy two turns in a row: take what the peer sent
-				// meanwhile too (loopwait.go, Fairness).
-				if err := lw.poll(); err != nil {
-					s.failQueuedWith(rpctypes.ErrGRPCStopped)
-					return err
-				}
-			}
-			lw.waited = false
-		}
-		if ev.kind == evStop {
+		select {
+		case <-ctx.Done():
 			s.leave()
 			return nil
+		case p := <-props:
+			s.leadBatch(p)
+		case m := <-inbox:
+			s.onMessage(m)
+		case q := <-reads:
+			s.registerReads(q)
+		case <-tick:
+			s.onTick()
+			s.m.Ticks.Inc()
+		case h := <-handoverc:
+			s.startHandover(h)
+		case err := <-fenced:
+			s.onFenced(err)
+		case <-recvReady:
+			// Taken by resumeRecv at the top of the next turn.
 		}
-		s.handle(ev)
 	}
 }
 

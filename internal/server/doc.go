@@ -20,10 +20,7 @@
 // (reads.go); serializable reads never do.
 //
 // Goroutines. Run owns all of them (applier, lease expiry, compactor, auto
-// compaction, watch hub) and returns only after each has stopped. An
-// applier that waits in C (ReplConfig.WaitInC) owns one more, which turns
-// its ticks into wake-ups and stops before the applier returns
-// (loopwait.go).
+// compaction, watch hub) and returns only after each has stopped.
 //
 // Lock order: Server.mu is a leaf; it is never held across a proposal, a
 // storage transaction or a call into another package.

@@ -58,7 +58,6 @@ func (s *Server) MoveLeader(ctx context.Context, target uint64) error {
 	h := &handover{target: target, done: done}
 	select {
 	case r.handoverc <- h:
-		s.wakeLoop() // after the send (loopwait.go)
 	case <-ctx.Done():
 		return ctxErr(ctx)
 	case <-s.stopped:

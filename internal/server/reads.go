@@ -72,7 +72,6 @@ func (s *Server) readIndex(ctx context.Context) error {
 	q := &readReq{done: make(chan error, 1)}
 	select {
 	case s.repl.reads.c <- q:
-		s.wakeLoop() // after the send (loopwait.go)
 	case <-ctx.Done():
 		return ctxErr(ctx)
 	case <-s.stopped:

@@ -46,12 +46,6 @@ type ReplConfig struct {
 	// node speaks (--min-protocol-version; 0: the build's lowest). A peer
 	// that speaks nothing from here to the build's highest is refused.
 	MinProtocol uint16
-	// WaitInC makes the apply loop wait in C on the transport's waitset
-	// instead of selecting on its Ready (loopwait.go; dyad serve
-	// --dds-waitset). It needs a Transport made for it (ddsnet.Config.WaitSet),
-	// and the reverse: New refuses a mismatch. A transport that cannot
-	// wait in C (transport.Mem) ignores it.
-	WaitInC bool
 
 	// build is the range of protocol versions this node's build speaks
 	// (zero: this build's). Only tests set it (export_test.go), to stand
@@ -126,9 +120,6 @@ type replState struct {
 	resyncing atomic.Bool
 	// reads: linearizable reads on their way to the core (reads.go).
 	reads readQueue
-	// lw is the loop's wait in C (nil: the loop selects; loopwait.go).
-	// Set by New; its wake is safe from any goroutine.
-	lw *loopWait
 	// Guarded by Server.mu.
 	fwdWait map[uint64]*proposal
 	kaWait  map[uint64]chan repl.Reply

@@ -172,7 +172,6 @@ func (s *Server) fencer(ctx context.Context) error {
 		cancel()
 		select {
 		case r.fenceRes <- err:
-			r.lw.wake() // after the send (loopwait.go)
 		case <-ctx.Done():
 			return nil
 		}

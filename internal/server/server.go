@@ -185,12 +185,7 @@ func New(cfg Config) (*Server, error) {
 		sizeClock: time.Now(),
 	}
 	if cfg.Repl != nil {
-		lw, err := newLoopWait(*cfg.Repl)
-		if err != nil {
-			return nil, err
-		}
 		s.repl = newReplState(*cfg.Repl)
-		s.repl.lw = lw
 		s.repl.tr = newMeteredTransport(s.repl.tr, s.m, &s.repl.peerID, s.onPeerMember)
 	}
 	be, err := storage.Open(DBPath(cfg.DataDir), storage.Options{
@@ -399,9 +394,6 @@ func (s *Server) Run(ctx context.Context) error {
 			cancel()
 			wg.Wait()
 			return err
-		}
-		if r.lw != nil {
-			close(r.lw.started) // the loop may wait in the transport now
 		}
 		run(s.catchupServer)
 		run(s.logTrimmer)
