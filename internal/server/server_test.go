@@ -194,8 +194,12 @@ func TestQuotaRaisesNoSpaceAlarm(t *testing.T) {
 	n := startNode(t, cfg)
 	c := ctx(t)
 	val := string(make([]byte, 8*1024))
+	// The data file grows only when the backend commits (in the
+	// background, every 100 ms), as etcd's size is its newest commit's:
+	// write until the quota refuses, for at most 20 s.
 	var err error
-	for i := 0; i < 200 && err == nil; i++ {
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; err == nil && time.Now().Before(deadline); i++ {
 		_, err = n.cli.Put(c, fmt.Sprintf("k%d", i), val)
 	}
 	if err == nil || err.Error() != rpctypes.ErrNoSpace.Error() {
