@@ -293,8 +293,17 @@ func (r *Reader) Take(fn func(h *Header, payload []byte)) (int, error) {
 	if n < 0 {
 		return 0, ddsErr("dds_take", C.dds_return_t(n))
 	}
+	r.eachTaken(n, fn)
+	return n, nil
+}
+
+// eachTaken calls fn for each of the n samples the last take left on
+// r.rx's loan that carry data (a disposal has none), and counts them.
+// The payload points into the loan: valid only during fn.
+func (r *Reader) eachTaken(n int, fn func(h *Header, payload []byte)) int {
 	bufs := unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(r.rx.bufs)), n)
 	infos := unsafe.Slice(r.rx.infos, n)
+	got := 0
 	for i := 0; i < n; i++ {
 		if !bool(infos[i].valid_data) {
 			continue
@@ -306,9 +315,10 @@ func (r *Reader) Take(fn func(h *Header, payload []byte)) (int, error) {
 			payload = unsafe.Slice((*byte)(unsafe.Pointer(env.payload._buffer)), ln)
 		}
 		r.samples.Add(1)
+		got++
 		fn(&h, payload)
 	}
-	return n, nil
+	return got
 }
 
 // C returns the channel samples are delivered on (nil if a Handler is set).

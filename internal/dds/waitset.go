@@ -8,7 +8,6 @@ import "C"
 import (
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // MaxWaitSetReaders is the most readers one WaitSet waits on.
@@ -208,22 +207,7 @@ func (w *WaitSet) Wait(timeout time.Duration, fn func(r *Reader, h *Header, payl
 		if k <= 0 {
 			continue
 		}
-		bufs := unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(r.rx.bufs)), k)
-		infos := unsafe.Slice(r.rx.infos, k)
-		for i := 0; i < k; i++ {
-			if !bool(infos[i].valid_data) {
-				continue
-			}
-			env := (*C.dyad_Envelope)(bufs[i])
-			h := headerOf(env)
-			var payload []byte
-			if ln := int(env.payload._length); ln > 0 {
-				payload = unsafe.Slice((*byte)(unsafe.Pointer(env.payload._buffer)), ln)
-			}
-			r.samples.Add(1)
-			res.Samples++
-			fn(r, &h, payload)
-		}
+		res.Samples += r.eachTaken(k, func(h *Header, payload []byte) { fn(r, h, payload) })
 	}
 	return res, nil
 }

@@ -10,9 +10,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-
-	"github.com/dyad-db/dyad/internal/repl"
-	"github.com/dyad-db/dyad/internal/transport"
 )
 
 // ackWait is the primary's total wait for acknowledgements, in seconds, and
@@ -43,22 +40,7 @@ func processCPU(b *testing.B) time.Duration {
 // primary's mean wait per batch from its own flush to the release by the
 // replica's ack.
 func BenchmarkPairPut(b *testing.B) {
-	net := transport.NewMemNet()
-	// A lease long enough that a loaded machine does not cost the pair
-	// its leases in the middle of a run.
-	cfgA, cfgR := pairConfig(net, b.TempDir(), 1, true), pairConfig(net, b.TempDir(), 2, false)
-	cfgA.Repl.Lease, cfgR.Repl.Lease = 2*time.Second, 2*time.Second
-	a, r := startNode(b, cfgA), startNode(b, cfgR)
-	for _, n := range []*node{a, r} {
-		b.Cleanup(n.stop)
-	}
-	deadline := time.Now().Add(20 * cfgA.Repl.Lease)
-	for a.srv.Role() != repl.RolePrimary || r.srv.Role() != repl.RoleReplica || !a.srv.HasLeader() || !r.srv.HasLeader() {
-		if time.Now().After(deadline) {
-			b.Fatalf("no synchronous pair: %s and %s", a.srv.Role(), r.srv.Role())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	a, _ := benchPair(b)
 	ctx := context.Background()
 	val := make([]byte, 256)
 	var n atomic.Int64

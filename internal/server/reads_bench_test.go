@@ -19,23 +19,7 @@ import (
 // one writer keeps a write in flight (reads on the primary then wait for
 // the commit index; reads on the replica do not).
 func BenchmarkPairRange(b *testing.B) {
-	net := transport.NewMemNet()
-	// A lease long enough that a loaded machine does not cost the pair
-	// its leases in the middle of a run.
-	cfgA, cfgR := pairConfig(net, b.TempDir(), 1, true), pairConfig(net, b.TempDir(), 2, false)
-	cfgA.Repl.Lease, cfgR.Repl.Lease = 2*time.Second, 2*time.Second
-	a, r := startNode(b, cfgA), startNode(b, cfgR)
-	for _, n := range []*node{a, r} {
-		n := n
-		b.Cleanup(n.stop)
-	}
-	deadline := time.Now().Add(20 * cfgA.Repl.Lease)
-	for a.srv.Role() != repl.RolePrimary || r.srv.Role() != repl.RoleReplica || !a.srv.HasLeader() || !r.srv.HasLeader() {
-		if time.Now().After(deadline) {
-			b.Fatalf("no synchronous pair: %s and %s", a.srv.Role(), r.srv.Role())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	a, r := benchPair(b)
 	ctx := context.Background()
 	for i := 0; i < 1000; i++ {
 		if _, err := a.srv.Put(ctx, &pb.PutRequest{Key: []byte(fmt.Sprintf("key/%04d", i)), Value: make([]byte, 256)}); err != nil {
@@ -89,4 +73,26 @@ func BenchmarkPairRange(b *testing.B) {
 			<-done
 		})
 	}
+}
+
+// benchPair starts a synchronous pair on a memory transport for a
+// benchmark, with a lease long enough that a loaded machine does not cost
+// the pair its leases in the middle of a run, and waits until it is one.
+func benchPair(b *testing.B) (primary, replica *node) {
+	b.Helper()
+	net := transport.NewMemNet()
+	cfgA, cfgR := pairConfig(net, b.TempDir(), 1, true), pairConfig(net, b.TempDir(), 2, false)
+	cfgA.Repl.Lease, cfgR.Repl.Lease = 2*time.Second, 2*time.Second
+	a, r := startNode(b, cfgA), startNode(b, cfgR)
+	for _, n := range []*node{a, r} {
+		b.Cleanup(n.stop)
+	}
+	deadline := time.Now().Add(20 * cfgA.Repl.Lease)
+	for a.srv.Role() != repl.RolePrimary || r.srv.Role() != repl.RoleReplica || !a.srv.HasLeader() || !r.srv.HasLeader() {
+		if time.Now().After(deadline) {
+			b.Fatalf("no synchronous pair: %s and %s", a.srv.Role(), r.srv.Role())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return a, r
 }

@@ -412,13 +412,11 @@ func (b *Backend) Snapshot(w io.Writer, onSize func(total int64)) (int64, error)
 // Defrag rewrites the data file compactly and swaps it in. Every transaction
 // waits while it runs.
 func (b *Backend) Defrag() error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	b.cmu.Lock()
-	defer b.cmu.Unlock()
-	if err := b.commitLayersLocked(); err != nil {
+	unlock, err := b.holdWriters()
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	b.swap.Lock()
 	defer b.swap.Unlock()
 	tmp := b.path + ".defrag"
@@ -487,13 +485,11 @@ func (b *Backend) Replace(snapshot string, prepare func(tx WriteTx) error) error
 			return err
 		}
 	}
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	b.cmu.Lock()
-	defer b.cmu.Unlock()
-	if err := b.commitLayersLocked(); err != nil {
+	unlock, err := b.holdWriters()
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	b.swap.Lock()
 	defer b.swap.Unlock()
 	return b.swapInLocked(tmp)

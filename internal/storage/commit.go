@@ -363,6 +363,24 @@ func (b *Backend) commitTx(tx *bolt.Tx) error {
 	return err
 }
 
+// holdWriters takes wmu and cmu and commits what Apply left in memory,
+// for the callers that need bbolt alone with no layer in memory and none
+// coming (Update, Defrag, Replace). On success the caller holds both until
+// it calls unlock; on failure neither is held.
+func (b *Backend) holdWriters() (unlock func(), err error) {
+	b.wmu.Lock()
+	b.cmu.Lock()
+	unlock = func() {
+		b.cmu.Unlock()
+		b.wmu.Unlock()
+	}
+	if err := b.commitLayersLocked(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
 // Update runs fn in a read-write transaction of its own and commits it
 // durably (fsync) before returning. If fn fails nothing of fn's is
 // written. What Apply left in memory is committed first, in a commit of
@@ -370,13 +388,11 @@ func (b *Backend) commitTx(tx *bolt.Tx) error {
 // must not take those batches with it. Holding wmu throughout, Update
 // runs with no layer in memory: fn reads bbolt alone.
 func (b *Backend) Update(fn func(tx WriteTx) error) error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	b.cmu.Lock()
-	defer b.cmu.Unlock()
-	if err := b.commitLayersLocked(); err != nil {
+	unlock, err := b.holdWriters()
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	b.swap.RLock()
 	defer b.swap.RUnlock()
 	tx, err := b.db.Begin(true)

@@ -171,14 +171,7 @@ func fileState(t *testing.T, b *Backend) (map[string]string, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := filepath.Join(t.TempDir(), "copy")
-	if err := os.WriteFile(cp, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(cp, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openCopy(t, raw)
 	defer db.Close()
 	m := map[string]string{}
 	var ci uint64

@@ -26,14 +26,10 @@ func openBatch(t *testing.T, opts Options) *Backend {
 	return b
 }
 
-// onDisk reads key from a copy of the data file as it is on disk now,
-// that is, as a crash would leave it.
-func onDisk(t *testing.T, b *Backend, bucket, key []byte) []byte {
+// openCopy writes raw (a data file's bytes) to a file of its own and opens
+// it read-only, as a start after a crash would find it.
+func openCopy(t *testing.T, raw []byte) *bolt.DB {
 	t.Helper()
-	raw, err := os.ReadFile(b.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cp := filepath.Join(t.TempDir(), "copy")
 	if err := os.WriteFile(cp, raw, 0o600); err != nil {
 		t.Fatal(err)
@@ -42,6 +38,18 @@ func onDisk(t *testing.T, b *Backend, bucket, key []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db
+}
+
+// onDisk reads key from a copy of the data file as it is on disk now,
+// that is, as a crash would leave it.
+func onDisk(t *testing.T, b *Backend, bucket, key []byte) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(b.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openCopy(t, raw)
 	defer db.Close()
 	var v []byte
 	db.View(func(tx *bolt.Tx) error {
