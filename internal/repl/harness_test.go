@@ -57,6 +57,12 @@ type hnode struct {
 	// unsynced holds them meanwhile, and a crash loses them.
 	holdSync bool
 	unsynced []Entry
+	// flushing: a leader's batch that waits for its own flush before it
+	// is proposed and sent (its pair speaks below ProtocolV3:
+	// flushFirst); flushed the newest index so written, which the core
+	// hands back in Entries and persist skips.
+	flushing []Entry
+	flushed  uint64
 }
 
 // hmsg is a message in flight.
@@ -167,7 +173,7 @@ func (h *harness) open(x *hnode) {
 func (h *harness) crash(x *hnode) {
 	x.n = nil
 	x.opening = false
-	x.holdSync, x.unsynced = false, nil
+	x.holdSync, x.unsynced, x.flushing = false, nil, nil
 	keep := h.inflight[:0]
 	for _, m := range h.inflight {
 		if m.from != x && m.to != x {
@@ -323,6 +329,9 @@ func (h *harness) persist(x *hnode, rd *Ready) {
 		sort.Slice(x.epochs, func(i, j int) bool { return x.epochs[i].Epoch.Less(x.epochs[j].Epoch) })
 	}
 	for _, e := range rd.Entries {
+		if e.Index <= x.flushed && e.Index <= uint64(len(x.log)) {
+			continue // flushed before it was proposed (flushFirst)
+		}
 		if e.Index <= uint64(len(x.log))+uint64(len(x.unsynced)) {
 			panic(fmt.Sprintf("%s: entry %d rewritten", x.name, e.Index))
 		}
@@ -339,6 +348,10 @@ func (h *harness) persist(x *hnode, rd *Ready) {
 // x syncs at once from then on.
 func (h *harness) sync(x *hnode) {
 	x.holdSync = false
+	if len(x.flushing) > 0 {
+		h.flushed(x)
+		return
+	}
 	if len(x.unsynced) == 0 {
 		return
 	}
@@ -501,6 +514,9 @@ func lastRev(log []Entry) int64 {
 // propose proposes one entry with data on x.
 func (h *harness) propose(x *hnode, data string) error {
 	e := []Entry{{Data: []byte(data), Rev: lastRev(x.log) + int64(len(x.n.unapplied)) + 1, Origin: x.id}}
+	if !x.n.SendsBeforeFlush() {
+		return h.flushFirst(x, e)
+	}
 	if err := x.n.Propose(e); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package repl
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -358,4 +359,49 @@ func parseRange(t *testing.T, d *datadriven.TestData, v string) ProtocolRange {
 		t.Fatalf("%s: bad range of versions %q", d.Pos, v)
 	}
 	return ProtocolRange{Min: uint16(a), Max: uint16(b)}
+}
+
+// flushFirst proposes es on x as the driver does when x's pair speaks
+// below ProtocolV3 (Node.SendsBeforeFlush false): the batch is written at
+// the position the core will give it and flushed first, and only then
+// proposed, reported Persisted and sent, so that a replica of an older
+// build, which shows what it persists, never holds what the leader may
+// still lose. Under "unsynced" the flush waits for "sync": nothing of the
+// batch is sent meanwhile, and a crash loses it.
+func (h *harness) flushFirst(x *hnode, es []Entry) error {
+	if !x.n.Role().Leads() {
+		return ErrNotLeader
+	}
+	if x.n.HandingOver() {
+		return ErrHandingOver
+	}
+	next, epoch, solo := x.n.Next()
+	for i := range es {
+		es[i].Index, es[i].Epoch, es[i].Solo = next+uint64(len(x.flushing)+i), epoch, solo
+		es[i].Rev += int64(len(x.flushing))
+	}
+	x.flushing = append(x.flushing, es...)
+	if x.holdSync {
+		h.printf("%s: flushing entry %d before sending it", x.name, es[len(es)-1].Index)
+		return nil
+	}
+	h.flushed(x)
+	return nil
+}
+
+// flushed ends x's flush of its batch: durable now, it is proposed,
+// reported Persisted, and sent.
+func (h *harness) flushed(x *hnode) {
+	es := x.flushing
+	x.flushing = nil
+	x.log = append(x.log, es...)
+	last := es[len(es)-1]
+	x.flushed = last.Index
+	if err := x.n.Propose(es); err != nil {
+		h.violations = append(h.violations, fmt.Sprintf("%s: the core refused the batch it flushed: %v", x.name, err))
+		return
+	}
+	x.n.Persisted(last.Index, last.Rev)
+	x.n.Applied(last.Index)
+	h.process(x)
 }

@@ -66,6 +66,19 @@ type node struct {
 	// finalHandover: the node's storage failed and it hands over; it
 	// stops once it no longer leads.
 	finalHandover bool
+	// old: the node's next run is of an older build, which speaks
+	// protocol versions up to ProtocolV2 only (Script.Old, FaultBuild);
+	// oldRun: this run is (adapter_versions.go).
+	old, oldRun bool
+	// flushing: the node's loop waits for the flush of its own batch
+	// (flush) before it proposes and sends it, as a leader whose pair
+	// speaks below ProtocolV3 does; inputs wait (later).
+	// flushDone: the flush ended while the node was frozen.
+	flushing, flushDone bool
+	flush               []repl.Entry
+	// showTo: an older build's replica shows what it persists; the
+	// newest entry it took from its leader, shown once synced.
+	showTo uint64
 }
 
 func newNode(w *World, idx int, ppm int64) *node {
@@ -89,6 +102,7 @@ func (n *node) roleName() string {
 
 // start starts the node's first run at virtual time 0.
 func (n *node) start(_ bool) {
+	n.old = n.idx < len(n.w.script.Old) && n.w.script.Old[n.idx]
 	n.clock.Reset(n.w.q.Now(), 1+n.w.rng.Int64N(int64(time.Hour)))
 	n.boot()
 }
@@ -113,12 +127,17 @@ func (n *node) boot() {
 	}
 	n.gen++
 	n.frozenUntil, n.deferred, n.syncing, n.finalHandover = 0, nil, false, false
+	n.flushing, n.flushDone, n.flush, n.showTo = false, false, nil, 0
+	n.oldRun = n.old
+	if n.oldRun {
+		cfg.Build = olderBuild
+	}
 	n.puts, n.reads, n.ready, n.grant = map[uint64]*Op{}, map[uint64]*Op{}, nil, repl.ReadGrant{}
 	n.forwarded = seenWrites{}
 	n.rebuild()
 	n.n = repl.NewNode(cfg, n.restartState())
 	w.check.Visible(n.idx, n.rev)
-	w.tracef("node %d starts (last %d, applied %d, rev %d)", n.idx, n.disk.Len(), n.applied, n.rev)
+	w.tracef("node %d starts (last %d, applied %d, rev %d), %s", n.idx, n.disk.Len(), n.applied, n.rev, n.buildName())
 	n.process()
 	n.scheduleTick(0)
 }
@@ -149,6 +168,7 @@ func (n *node) stop(leave bool) {
 		return
 	}
 	if leave && n.up() {
+		n.finishFlush() // a planned stop lets the batch being flushed go out first
 		n.n.Leave()
 		n.process()
 		n.disk.SyncTo(n.disk.Len())
@@ -175,7 +195,11 @@ func (n *node) stop(leave bool) {
 func (n *node) scheduleTick(local int64) {
 	gen := n.gen
 	n.w.q.After(n.clock.Virtual(local), func() {
-		if n.gen == gen && n.up() {
+		switch {
+		case n.gen != gen || !n.up():
+		case n.flushing:
+			n.deferred = append(n.deferred, n.tick) // the loop waits for the flush
+		default:
 			n.tick()
 		}
 	})
@@ -283,6 +307,9 @@ func (n *node) propose(origin, id uint64, key, value string) error {
 		return repl.ErrNotLeader
 	}
 	e := repl.Entry{Origin: origin, ReqID: id, Time: n.now(), Rev: n.lastRev() + 1, Data: []byte(key + "\x00" + value)}
+	if !n.n.SendsBeforeFlush() {
+		return n.flushFirst(e)
+	}
 	if err := n.n.Propose([]repl.Entry{e}); err != nil {
 		return err
 	}

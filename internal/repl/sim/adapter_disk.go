@@ -60,7 +60,11 @@ func (n *node) persist(rd *repl.Ready) {
 		sort.SliceStable(eps, func(i, j int) bool { return eps[i].Epoch.Less(eps[j].Epoch) })
 		m.epochs = eps
 	}
+	n.took(rd.Entries)
 	for _, e := range rd.Entries {
+		if n.written(e) {
+			continue // flushed before it was proposed (flushFirst)
+		}
 		if e.Index != uint64(n.disk.Len())+1 {
 			n.w.check.Fail("driver", "node %d was asked to write entry %d after %d", n.idx, e.Index, n.disk.Len())
 			return
@@ -94,6 +98,7 @@ func (n *node) sync() {
 		n.disk.SyncTo(upto)
 		n.later(func() {
 			n.syncing = false
+			n.showPersisted()
 			if e, ok := n.disk.At(uint64(n.disk.Synced())); ok {
 				n.n.Persisted(e.Index, e.Rev)
 			}
@@ -129,8 +134,8 @@ func (n *node) serve(s repl.ServeRequest) {
 	switch {
 	case c.From > 1 && (c.From-1 > last || log[c.From-2].Epoch != c.Prev):
 		m.Flags, m.Epochs = repl.FlagDiverged, append([]repl.EpochRecord(nil), n.disk.Meta.epochs...)
-	case c.From >= 1 && c.From <= last:
-		m.Entries = append([]repl.Entry(nil), log[c.From-1:min(last, c.From-1+64)]...)
+	case c.From >= 1 && c.From <= n.catchupEnd():
+		m.Entries = append([]repl.Entry(nil), log[c.From-1:min(n.catchupEnd(), c.From-1+64)]...)
 	}
 	n.w.net.Send(Packet{From: n.idx, To: to, Payload: m})
 }

@@ -15,7 +15,7 @@ var errFenceFailed = errors.New("fence command failed")
 // (final: its storage failed, so it stops once the hand-over is sent, or
 // at once if it may not hand over).
 func (n *node) handOver(final bool) {
-	if n.n == nil || !n.up() {
+	if n.n == nil || !n.idle() {
 		return
 	}
 	err := n.n.Handover(final)

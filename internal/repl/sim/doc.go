@@ -33,6 +33,10 @@
 //   - script.go: faults and client operations drawn from a seed, and the
 //     shrinker; faults.go: the extended set (hand-overs, fence command
 //     outcomes, clock rate changes) and adapter_faults.go its core side;
+//     versions.go: mixed versions (a node of an older build, rolling
+//     upgrades and rollbacks) and adapter_versions.go the driver's two
+//     write paths (send before the flush from ProtocolV3 on, flush first
+//     below it, as repl.Node.SendsBeforeFlush says);
 //   - parties.go: what the network delivers to (the nodes, and room for
 //     a third party such as a witness);
 //   - world.go: the world that runs a script; runner.go: many seeds on

@@ -40,6 +40,11 @@ func (n *node) now() int64 { return n.clock.Local(n.w.q.Now()) }
 
 func (n *node) up() bool { return n.n != nil && n.w.q.Now() >= n.frozenUntil }
 
+// idle reports whether the node takes inputs now: it runs, is not frozen,
+// and its loop is not waiting for a flush of its own batch (the flush
+// before the send of a pair below ProtocolV3, adapter_versions.go).
+func (n *node) idle() bool { return n.up() && !n.flushing }
+
 func (n *node) leads() bool { return n.up() && n.n.Role().Leads() }
 
 // freeze stops the node stepping for d.
@@ -60,13 +65,24 @@ func (n *node) freeze(d int64) {
 // thaw resumes a frozen node: its timer fires late, then what waited runs.
 func (n *node) thaw() {
 	n.frozenUntil = 0
-	n.tick()
-	ds := n.deferred
-	n.deferred = nil
-	for _, fn := range ds {
-		if n.n == nil {
-			return
-		}
+	if n.flushDone {
+		n.finishFlush() // the flush ended while the node was frozen
+	}
+	if n.flushing {
+		// The timer fires once the flush is done, first of what waited.
+		n.deferred = append([]func(){n.tick}, n.deferred...)
+	} else {
+		n.tick()
+	}
+	n.drain()
+}
+
+// drain runs what waited, oldest first, while the node takes inputs: a
+// deferred input that starts a flush leaves the rest waiting for it.
+func (n *node) drain() {
+	for len(n.deferred) > 0 && n.idle() {
+		fn := n.deferred[0]
+		n.deferred = n.deferred[1:]
 		fn()
 		n.w.step()
 	}
@@ -82,9 +98,10 @@ func (n *node) heal() {
 	}
 }
 
-// later runs fn now, or at the thaw if the node is frozen.
+// later runs fn now, or at the thaw if the node is frozen (at the end of
+// its flush if it is flushing).
 func (n *node) later(fn func()) bool {
-	if n.up() {
+	if n.idle() {
 		fn()
 		return true
 	}

@@ -42,8 +42,8 @@ func (r *Report) String() string {
 	if r.Elapsed > 0 {
 		all = float64(r.Steps) / r.Elapsed.Seconds()
 	}
-	return fmt.Sprintf("%d runs on %d workers in %v: %d steps (%.0f steps/s per worker, %.0f steps/s in all), %d client operations (%d checked by porcupine, %d with unknown outcome), %d faults, %d split brains, %d conflict records, %d unsynced entries lost in crashes, %d failures; %v in porcupine checks (longest %v)",
-		r.Runs, r.Workers, r.Elapsed.Round(time.Millisecond), r.Steps, r.StepsPerSecond(), all, r.Ops, r.Checked, r.Unknown, r.Faults, r.SplitBrains, r.Conflicts, r.Lost, len(r.Failures),
+	return fmt.Sprintf("%d runs on %d workers in %v: %d steps (%.0f steps/s per worker, %.0f steps/s in all), %d client operations (%d checked by porcupine, %d with unknown outcome), %d faults, %d split brains, %d conflict records, %d unsynced entries lost in crashes, %d batches flushed before they were sent, %d entries shown by an older replica before they were committed, %d failures; %v in porcupine checks (longest %v)",
+		r.Runs, r.Workers, r.Elapsed.Round(time.Millisecond), r.Steps, r.StepsPerSecond(), all, r.Ops, r.Checked, r.Unknown, r.Faults, r.SplitBrains, r.Conflicts, r.Lost, r.FlushedFirst, r.ShownEarly, len(r.Failures),
 		r.Checking.Round(time.Millisecond), r.LongestCheck.Round(time.Microsecond))
 }
 

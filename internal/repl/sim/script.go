@@ -24,10 +24,12 @@ const (
 	FaultHandover // Node, if a synchronous primary, hands its role over (Peer == 1: final, its storage failed)
 	FaultFence    // Node's fence commands from now on run for D and succeed (Peer 0) or fail (Peer 1)
 	FaultDrift    // Node's clock rate changes to D ppm (within the world's bound)
+	// Mixed versions (Config.Mixed; versions.go).
+	FaultBuild // Node's next run is of the older build (Peer 1) or of this build (Peer 0)
 )
 
 func (k FaultKind) String() string {
-	return [...]string{"?", "cut", "cut-both", "heal", "lossy", "crash", "restart", "freeze", "leave", "hand-over", "fence", "drift"}[k]
+	return [...]string{"?", "cut", "cut-both", "heal", "lossy", "crash", "restart", "freeze", "leave", "hand-over", "fence", "drift", "build"}[k]
 }
 
 // Fault is one fault at virtual time At.
@@ -58,6 +60,8 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" node %d: %s after %v", f.Node, [...]string{"succeeds", "fails"}[f.Peer&1], time.Duration(f.D))
 	case FaultDrift:
 		s += fmt.Sprintf(" node %d to %d ppm", f.Node, f.D)
+	case FaultBuild:
+		s += fmt.Sprintf(" node %d: %s from its next start", f.Node, [...]string{"this build", "the older build"}[f.Peer&1])
 	}
 	return s
 }
@@ -84,6 +88,9 @@ type Script struct {
 	// Fence: the nodes run a fence command before they promote
 	// themselves (its outcomes are FaultFence's).
 	Fence bool
+	// Old: node i starts as an older build, which speaks protocol
+	// versions up to ProtocolV2 only (Config.Mixed; versions.go).
+	Old []bool
 }
 
 // TimedOp is one client operation issued at At on node Node.
@@ -103,7 +110,7 @@ func (s *Script) Len() (faults, ops int) {
 
 func (s *Script) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, clock drift %v ppm, fence command %v\n", s.Seed, s.PPM, s.Fence)
+	fmt.Fprintf(&b, "seed %d, clock drift %v ppm, fence command %v, older builds %v\n", s.Seed, s.PPM, s.Fence, s.Old)
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault %s\n", f)
 	}
@@ -177,6 +184,9 @@ func Generate(seed uint64, cfg Config) Script {
 	sortFaults(s.Faults)
 	if cfg.Extended {
 		extend(&s, cfg)
+	}
+	if cfg.Mixed {
+		mix(&s, cfg)
 	}
 	for range cfg.Clients {
 		var ops []ClientOp

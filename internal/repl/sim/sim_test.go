@@ -15,39 +15,40 @@ import (
 )
 
 // ciSeeds is the fixed seed set the unit step runs; ciExtended the part
-// of it also run with the extended fault set (Config.Extended).
+// of it also run with the extended fault set (Config.Extended), ciMixed
+// the part also run with mixed versions besides (Config.Mixed).
 const (
 	ciSeeds    = 40
 	ciExtended = 20
+	ciMixed    = 20
 )
 
-// seedKey is a seed and whether it is drawn with the extended fault set.
+// seedKey is a seed and whether it is drawn with the extended fault set
+// and with mixed versions.
 type seedKey struct {
 	seed     uint64
 	extended bool
+	mixed    bool
 }
 
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func (k seedKey) cfg() Config { return Config{Extended: k.extended} }
+func (k seedKey) cfg() Config { return Config{Extended: k.extended, Mixed: k.mixed} }
 
 func (k seedKey) String() string {
+	s := fmt.Sprint(k.seed)
 	if k.extended {
-		return fmt.Sprintf("%d (extended)", k.seed)
+		s += " (extended)"
 	}
-	return fmt.Sprint(k.seed)
+	if k.mixed {
+		s += " (mixed)"
+	}
+	return s
 }
 
 // openSeeds reads testdata/seeds.txt: every seed that ever failed, with
-// the kind of failure it showed ("seed kind open|fixed [extended] #
-// note"). An open seed still fails that way (the failure is not fixed
-// yet); a fixed one must pass. "extended": the seed's script is drawn
-// with the extended fault set.
+// the kind of failure it showed ("seed kind open|fixed [extended]
+// [mixed] # note"). An open seed still fails that way (the failure is not
+// fixed yet); a fixed one must pass. "extended": the seed's script is
+// drawn with the extended fault set; "mixed": with mixed versions.
 func openSeeds(t *testing.T) (open map[seedKey]string, fixed []seedKey) {
 	f, err := os.Open("testdata/seeds.txt")
 	if err != nil {
@@ -63,10 +64,20 @@ func openSeeds(t *testing.T) (open map[seedKey]string, fixed []seedKey) {
 			continue
 		}
 		seed, err := strconv.ParseUint(fs[0], 10, 64)
-		if err != nil || len(fs) != 3 && (len(fs) != 4 || fs[3] != "extended") {
+		if err != nil || len(fs) < 3 {
 			t.Fatalf("testdata/seeds.txt: bad line %q", sc.Text())
 		}
-		k := seedKey{seed: seed, extended: len(fs) == 4}
+		k := seedKey{seed: seed}
+		for _, flag := range fs[3:] {
+			switch {
+			case flag == "extended" && !k.extended:
+				k.extended = true
+			case flag == "mixed" && !k.mixed:
+				k.mixed = true
+			default:
+				t.Fatalf("testdata/seeds.txt: bad line %q", sc.Text())
+			}
+		}
 		if fs[2] == "open" {
 			open[k] = fs[1]
 		} else {
@@ -87,17 +98,23 @@ func TestSeeds(t *testing.T) {
 	for s := uint64(1); s <= ciExtended; s++ {
 		seeds = append(seeds, seedKey{seed: s, extended: true})
 	}
+	for s := uint64(1); s <= ciMixed; s++ {
+		seeds = append(seeds, seedKey{seed: s, extended: true, mixed: true})
+	}
 	for k := range open {
-		if k.seed > ciSeeds || k.extended && k.seed > ciExtended {
+		if k.seed > ciSeeds || k.extended && k.seed > ciExtended || k.mixed && (!k.extended || k.seed > ciMixed) {
 			seeds = append(seeds, k)
 		}
 	}
-	var total Stats
+	var total, mixed Stats
 	passed := 0
 	for _, k := range seeds {
 		s := Generate(k.seed, k.cfg())
 		r := Run(s, k.cfg())
 		total.add(r.Stats)
+		if k.mixed {
+			mixed.add(r.Stats)
+		}
 		kind, isOpen := open[k]
 		switch {
 		case r.Failure == nil && isOpen:
@@ -118,6 +135,13 @@ func TestSeeds(t *testing.T) {
 		len(seeds), passed, total.Steps, total.Ops, total.Checked, total.Faults)
 	if passed > 0 && total.Checked == 0 {
 		t.Error("no history went through porcupine")
+	}
+	// The mixed runs wrote as pairs below ProtocolV3 do: batches flushed
+	// before they were sent, entries an older replica showed at once.
+	t.Logf("mixed versions: %d batches flushed before they were sent, %d entries shown by an older replica before they were committed",
+		mixed.FlushedFirst, mixed.ShownEarly)
+	if mixed.FlushedFirst == 0 || mixed.ShownEarly == 0 {
+		t.Error("the mixed-version seeds never flushed a batch before sending it, or never showed an entry before its commit")
 	}
 }
 
@@ -155,7 +179,7 @@ func TestShrinkKeepsTheFailure(t *testing.T) {
 		if c := cmp.Compare(a.seed, b.seed); c != 0 {
 			return c
 		}
-		return cmp.Compare(b2i(a.extended), b2i(b.extended))
+		return cmp.Compare(b2int(a.extended), b2int(b.extended))
 	}) {
 		if open[k] != "porcupine-timeout" { // that one depends on the machine's speed, not on the seed alone
 			cases = append(cases, failing{k.seed, k.cfg(), open[k]})
@@ -210,9 +234,11 @@ func TestSoak(t *testing.T) {
 		}
 		next = Seeds(list)
 	}
-	// The extended fault set unless SIM_BASE is set (its failing seeds
-	// go to testdata/seeds.txt marked "extended").
-	cfg := Config{Extended: os.Getenv("SIM_BASE") == ""}
+	// The extended fault set and mixed versions unless SIM_BASE is set
+	// (its failing seeds go to testdata/seeds.txt marked "extended
+	// mixed"); SIM_MIXED=0 leaves mixed versions out.
+	base := os.Getenv("SIM_BASE") != ""
+	cfg := Config{Extended: !base, Mixed: !base && os.Getenv("SIM_MIXED") != "0"}
 	rep := Explore(cfg, runtime.GOMAXPROCS(0), next, 300)
 	t.Logf("sim: %s", &rep)
 	for _, f := range rep.Failures {

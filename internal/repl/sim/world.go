@@ -39,6 +39,11 @@ type Config struct {
 	// without it is the one earlier builds drew for its seed, so the
 	// regression seeds of testdata/seeds.txt replay unchanged.
 	Extended bool
+	// Mixed runs nodes of an older build as well, one that speaks
+	// protocol versions up to ProtocolV2 only, and restarts nodes as the
+	// other build (versions.go). Drawn like Extended, from a stream of
+	// its own: a seed's other faults and operations do not change.
+	Mixed bool
 }
 
 func (c Config) withDefaults() Config {
@@ -80,6 +85,10 @@ func (c Config) withDefaults() Config {
 // Stats are the figures of one or more runs.
 type Stats struct {
 	Runs, Steps, Ops, Checked, Faults, Unknown, SplitBrains, Conflicts, Lost int
+	// FlushedFirst counts batches a leader flushed before it sent them
+	// (its pair spoke below ProtocolV3); ShownEarly entries an older
+	// build's replica showed before the commit index covered them.
+	FlushedFirst, ShownEarly int
 }
 
 func (s *Stats) add(o Stats) {
@@ -92,6 +101,8 @@ func (s *Stats) add(o Stats) {
 	s.SplitBrains += o.SplitBrains
 	s.Conflicts += o.Conflicts
 	s.Lost += o.Lost
+	s.FlushedFirst += o.FlushedFirst
+	s.ShownEarly += o.ShownEarly
 }
 
 // Result is the outcome of one run.
@@ -378,6 +389,8 @@ func (w *World) fault(f Fault) {
 		n.freeze(f.D)
 	case FaultHandover, FaultFence, FaultDrift:
 		w.extendedFault(f)
+	case FaultBuild:
+		n.old = f.Peer == 1
 	}
 	if w.net.Isolated(0, 1) {
 		w.check.TwoWayCut()
