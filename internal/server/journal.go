@@ -229,9 +229,22 @@ func (s *Server) emptyJournal() error {
 
 // closeJournal, at a clean stop, commits the data file and empties the
 // journal, so that a cleanly stopped data dir is a complete etcd backend
-// on its own. After a storage failure it only closes the journal: what
-// the data file holds then may be ahead of what was made durable, and the
-// next start replays the journal instead.
+// on its own. After a storage failure it only closes the journal: the
+// journal keeps what it holds, and the next start replays it.
+//
+// After a failed journal append, the backend's Close still commits what
+// Apply left in memory, the refused batch included, so that batch may be
+// durable in the data file although its callers were refused
+// (ErrGRPCStopped), as after a crash between a commit and the answer.
+// That is kept on purpose. Not committing at Close would promise nothing:
+// the background commit may have written the batch already, between its
+// Apply and the append that failed. What etcd promises is the same: a
+// request that ends with "server stopped" (or whose node died on a
+// failed WAL write) may or may not have taken effect, and its client
+// must read to find out. And nobody was told it succeeded: a single node
+// may show it after its restart, and in a pair, where it exists on the
+// failed primary alone, the rejoin takes it back
+// (TestJournalFailedBatchIsTakenBackOnRejoin).
 func (s *Server) closeJournal() error {
 	if s.journal == nil {
 		return nil

@@ -514,7 +514,12 @@ func (b *Backend) Close() error {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
 	// A broken backend's file holds its last good commit: close it as
-	// it is (the failure was reported to the writer that met it).
+	// it is (the failure was reported to the writer that met it). A
+	// backend that is not broken commits what Apply left in memory, even
+	// if its caller refused that batch for a failure of its own (the
+	// server's journal append): the background commit could have
+	// written it already, so the caller cannot count on its absence
+	// (internal/server's closeJournal).
 	b.ovmu.Lock()
 	wasBroken := b.broken != nil
 	b.ovmu.Unlock()
