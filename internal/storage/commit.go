@@ -145,16 +145,8 @@ func (t *batchTx) close() {
 }
 
 func (t *batchTx) Get(bucket, key []byte) []byte {
-	for _, o := range [...]*overlay{t.own, t.lower[0], t.lower[1]} {
-		if o == nil {
-			continue
-		}
-		if it, ok := o.get(bucket, key); ok {
-			if it.del {
-				return nil
-			}
-			return it.val
-		}
+	if v, ok := layersGet([]*overlay{t.own, t.lower[0], t.lower[1]}, bucket, key); ok {
+		return v
 	}
 	lt, err := t.read()
 	if err != nil {

@@ -131,15 +131,28 @@ func (t *layeredTx) push(o *overlay) {
 }
 
 func (t *layeredTx) Get(bucket, key []byte) []byte {
-	for _, o := range t.ovs[:t.n] {
-		if it, ok := o.get(bucket, key); ok {
-			if it.del {
-				return nil
-			}
-			return it.val
-		}
+	if v, ok := layersGet(t.ovs[:t.n], bucket, key); ok {
+		return v
 	}
 	return t.base.Get(bucket, key)
+}
+
+// layersGet looks key up in layers, newest first (nil layers skipped):
+// the value of the first layer that touched it (nil for a delete), with
+// decided true; decided false when none did and the layer below answers.
+func layersGet(layers []*overlay, bucket, key []byte) (val []byte, decided bool) {
+	for _, o := range layers {
+		if o == nil {
+			continue
+		}
+		if it, ok := o.get(bucket, key); ok {
+			if it.del {
+				return nil, true
+			}
+			return it.val, true
+		}
+	}
+	return nil, false
 }
 
 func inRange(k, from, to []byte) bool {
