@@ -156,6 +156,13 @@ type Backend struct {
 	ovmu   sync.Mutex
 	ov     *overlay // active; never nil
 	frozen *overlay // nil: no commit is writing one
+	// shared is a clone of ov that readers share (nil when ov is empty),
+	// valid while sharedOK: every change of ov (a merge, a freeze) clears
+	// sharedOK, and the next View clones again. Nobody writes to a clone,
+	// so readers may walk it at once; changes to ov copy the nodes it
+	// shares with the clone (copy-on-write).
+	shared   *overlay
+	sharedOK bool
 	// frozenDone is closed when the frozen layer's commit ended, in
 	// success or failure (Apply's stall waits on it).
 	frozenDone chan struct{}
@@ -326,7 +333,8 @@ func (b *Backend) Path() string { return b.path }
 // View runs fn in a read-only transaction that sees every write made so
 // far, committed or still in memory (Apply).
 //
-// The bbolt read transaction is opened, the active layer cloned and the
+// The bbolt read transaction is opened, the active layer cloned (or the
+// clone an earlier reader made of it, unchanged since, shared) and the
 // frozen one taken in one step under ovmu. A freeze moves the active
 // layer to frozen under ovmu, and a commit drops the frozen layer under
 // ovmu only after bbolt's commit holding it returned. So a reader holds
@@ -344,7 +352,10 @@ func (b *Backend) View(fn func(tx ReadTx) error) error {
 	tx, err := b.db.Begin(false)
 	var active, frozen *overlay
 	if err == nil {
-		active, frozen = b.ov.clone(), b.frozen
+		if !b.sharedOK {
+			b.shared, b.sharedOK = b.ov.clone(), true
+		}
+		active, frozen = b.shared, b.frozen
 	}
 	b.ovmu.Unlock()
 	if err != nil {

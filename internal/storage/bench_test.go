@@ -49,7 +49,8 @@ func BenchmarkBatchWrite(b *testing.B) {
 }
 
 // BenchmarkViewWithPending measures a point read while a batch is pending
-// (the overlay is cloned and consulted) and with none.
+// (the active layer's clone, shared by readers until the next batch, is
+// consulted) and with none.
 func BenchmarkViewWithPending(b *testing.B) {
 	val := make([]byte, 1024)
 	for _, pending := range []bool{false, true} {

@@ -93,6 +93,7 @@ func (b *Backend) Apply(fn func(tx WriteTx) error) error {
 		b.activeSince = time.Now()
 	}
 	b.ov.merge(tx.own)
+	b.shared, b.sharedOK = nil, false // readers from now on see this batch
 	b.activeOps += tx.ops
 	if b.activeOps >= b.opts.BatchLimit {
 		select {
@@ -274,6 +275,7 @@ func (b *Backend) commitLayersLocked() error {
 	f, done := b.ov, make(chan struct{})
 	b.frozen, b.frozenDone = f, done
 	b.ov, b.activeOps = newOverlay(), 0
+	b.shared, b.sharedOK = nil, false
 	b.ovmu.Unlock()
 
 	err := b.writeLayer(f)
