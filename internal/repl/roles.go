@@ -91,6 +91,15 @@ func (n *Node) stepWaiting() {
 		if n.peerHearsNow() && (p.Role == RoleWaiting || n.det.PeerKnowsRun(p)) {
 			n.lead("the peer led nothing since this node's newest epoch")
 		}
+	case fresh && !n.ledLast && n.peerGaveUpNewer(p):
+		// As the rule above, but the peer led newer terms before it
+		// yielded to this node's epoch (sim seed 1163): both nodes
+		// yielded after a split, this one on the one-way rule ("keeps
+		// leading") and the peer, by the split rule, to a heartbeat
+		// this node sent as it yielded. Same guards.
+		if n.peerHearsNow() && n.det.PeerKnowsRun(p) {
+			n.lead("the peer follows this node's newest epoch and gave up the newer ones it led")
+		}
 	case fresh && p.Role == RoleWaiting:
 		// Cold start of both: the one that led last leads; a fresh pair
 		// is started by the bootstrap node.
@@ -125,6 +134,36 @@ func (n *Node) peerBehindOwnNewest(p *Heartbeat) bool {
 		return !p.LedLast && (p.Epoch == l || p.Epoch.Term < l.Term)
 	}
 	return false
+}
+
+// peerGaveUpNewer reports whether the peer, by heartbeat p, follows this
+// node's newest epoch l, one of its own, while a newer term than l's is
+// known (else peerBehindOwnNewest decides). This node then holds l's log,
+// and whatever the peer acknowledged after l began it gave up as the loser
+// of a split brain: the catch-up from this node's next epoch finds it
+// diverged and keeps it as conflict records.
+//
+// Why: the epochs of the newer terms are the peer's (this node's own are
+// all in its history, and l is its newest). None was synchronous with
+// writes: this node would have acknowledged them and would hold an entry
+// of an epoch newer than l. So they were solo, and the peer followed l
+// after leading them: it takes a leader's epoch only from that leader's
+// heartbeats, taken in order (stepHeartbeat drops overtaken ones), so
+// this node led l after the peer had led alone, and the peer took l over
+// its own solo history only as a split's loser: yielding to l
+// (splitLeaders; a synchronous primary does not step down for an older
+// term), or, restarted, following a leading peer it does not beat
+// (stepWaiting's first rules). Without this rule both nodes waited for
+// each other for good: the peer follows l, which this node no longer
+// leads, and this node, having yielded on the one-way rule, leads
+// nothing.
+//
+// Sim seed 1409524 showed the same gap on an older core. A waiting peer
+// has given nothing up: for it the term guard of peerBehindOwnNewest
+// stays.
+func (n *Node) peerGaveUpNewer(p *Heartbeat) bool {
+	l := Last(n.epochs).Epoch
+	return l.Node == n.cfg.ID && n.maxTerm > l.Term && p.Role == RoleReplica && p.Epoch == l
 }
 
 // ledLastAlone reports whether this node's newest epoch is a solo epoch
