@@ -39,8 +39,14 @@ func (s *Server) handleReady() {
 			r.node.Advance()
 			return // the node stops (fail); nothing of this Ready is sent
 		}
+		// Heartbeats wait for the release when the Ready changes no role
+		// (lateHeartbeats): the one a new commit index makes is then
+		// not on the path of the write it acknowledges.
+		late := lateHeartbeats(&rd)
 		for i := range rd.Messages {
-			s.sendCore(&rd.Messages[i])
+			if !late || rd.Messages[i].Kind != repl.KindHeartbeat {
+				s.sendCore(&rd.Messages[i])
+			}
 		}
 		// The counters and a role change that keeps or starts leadership
 		// (going solo, promotion) come before the release, so that a
@@ -56,6 +62,13 @@ func (s *Server) handleReady() {
 		}
 		s.releaseCommitted(rd.Commit)
 		s.showCommitted(rd.Commit)
+		if late {
+			for i := range rd.Messages {
+				if rd.Messages[i].Kind == repl.KindHeartbeat {
+					s.sendCore(&rd.Messages[i])
+				}
+			}
+		}
 		if rc != nil && rc.SteppedDown {
 			s.applyRoleChange(rc)
 		}
@@ -97,6 +110,26 @@ func (s *Server) handleReady() {
 		}
 		r.node.Advance()
 	}
+}
+
+// lateHeartbeats reports whether the heartbeats of rd go out after its
+// release instead of with its other messages. A primary's commit index
+// moves when the replica's ack comes in, and the core answers with a
+// heartbeat that tells the replica the new index (so that it shows the
+// entries); sent first, that heartbeat's write to the transport (a cgo
+// call into Cyclone, which sends it on the caller's thread) stood between
+// the ack and the callers it releases. The release needs nothing of it:
+// the callers' entries are durable on both nodes once the core commits
+// them, and a replica that learns the index later shows them later, never
+// wrongly (a linearizable read there waits for the commit index to cover
+// what it held when the read came). A heartbeat is a datagram on a topic
+// of its own (best effort), ordered against no other message, so nothing
+// on the wire depends on when in the Ready it goes. A Ready that changes
+// the role keeps the order of "persist, send, release": a heartbeat then
+// announces the new role, and the rules around a role change (above) are
+// written for that order.
+func lateHeartbeats(rd *repl.Ready) bool {
+	return rd.RoleChange == nil
 }
 
 // sendProposed carries out the Ready of a batch the leader has just
