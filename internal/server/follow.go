@@ -233,12 +233,13 @@ func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 	return nil
 }
 
-// releaseCommitted answers every leader batch up to the commit index.
-func (s *Server) releaseCommitted(commit uint64) {
+// releaseCommitted answers every leader batch up to the commit index, and
+// returns how many callers it answered.
+func (s *Server) releaseCommitted(commit uint64) (answered int) {
 	r := s.repl
 	role := s.Role()
 	if !role.Leads() {
-		return // not leading: nothing of ours is acknowledged any more
+		return 0 // not leading: nothing of ours is acknowledged any more
 	}
 	n := 0
 	for _, p := range r.inflight {
@@ -248,14 +249,16 @@ func (s *Server) releaseCommitted(commit uint64) {
 		if role == repl.RolePrimary {
 			s.observeAckRoundTrip(time.Duration(r.clock.Now() - p.at))
 		}
-		s.release(p)
+		answered += s.release(p)
 		n++
 	}
 	r.inflight = r.inflight[n:]
+	return answered
 }
 
-// release makes a committed batch visible and answers its callers.
-func (s *Server) release(p *pending) {
+// release makes a committed batch visible and answers its callers, and
+// returns how many it answered.
+func (s *Server) release(p *pending) (answered int) {
 	s.store.MarkDurable(p.rev)
 	// From the batch's first revision: batches dropped by a step-down
 	// below it become visible with it (their watchers replay them).
@@ -271,8 +274,10 @@ func (s *Server) release(p *pending) {
 	for i, q := range p.batch {
 		if q.done != nil {
 			q.done <- p.results[i]
+			answered++
 		}
 	}
+	return answered
 }
 
 // hasMerge reports whether es holds a merge entry.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/binary"
+	"runtime"
 
 	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/repl"
@@ -60,9 +61,21 @@ func (s *Server) handleReady() {
 		if rc != nil && !rc.SteppedDown {
 			s.applyRoleChange(rc)
 		}
-		s.releaseCommitted(rd.Commit)
+		answered := s.releaseCommitted(rd.Commit)
 		s.showCommitted(rd.Commit)
 		if late {
+			if answered == 1 && hasHeartbeat(&rd) {
+				// A lone writer's handler, just readied by the release,
+				// waits in this thread's run queue until the loop
+				// blocks (Go runs a goroutine readied by a channel send
+				// next on the sender's P, which the loop keeps), and the
+				// heartbeat's send below is a cgo call of tens of µs.
+				// Yield, so that the answer goes out first. Only for
+				// one caller: with many, the loop would wait behind all
+				// of their handlers, and it is what bounds their
+				// throughput.
+				runtime.Gosched()
+			}
 			for i := range rd.Messages {
 				if rd.Messages[i].Kind == repl.KindHeartbeat {
 					s.sendCore(&rd.Messages[i])
@@ -130,6 +143,16 @@ func (s *Server) handleReady() {
 // written for that order.
 func lateHeartbeats(rd *repl.Ready) bool {
 	return rd.RoleChange == nil
+}
+
+// hasHeartbeat reports whether rd sends a heartbeat.
+func hasHeartbeat(rd *repl.Ready) bool {
+	for i := range rd.Messages {
+		if rd.Messages[i].Kind == repl.KindHeartbeat {
+			return true
+		}
+	}
+	return false
 }
 
 // sendProposed carries out the Ready of a batch the leader has just
