@@ -24,3 +24,11 @@ func AppliedIndex(s *Server) uint64 {
 	defer s.mu.Unlock()
 	return s.appliedIdx
 }
+
+// JournalLast is the index of the last entry in the node's journal. Only
+// the apply loop touches the journal: call it from there (a transport's
+// Send).
+func JournalLast(s *Server) uint64 { return s.journal.Last() }
+
+// AppliedIndexLoop is AppliedIndex for a caller on the apply loop.
+func AppliedIndexLoop(s *Server) uint64 { return s.appliedIdx }

@@ -170,8 +170,10 @@ func (s *Server) onForward(from uint64, f repl.Forward) {
 // without a merge) the entries are applied without a data-file commit and
 // made durable by the journal (journal.go): the journal holds entries
 // only, so a hard state must never ride on it, and such a batch, like a
-// merge, is committed synchronously in one transaction.
-func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
+// merge, is committed synchronously in one transaction. journaled: the
+// entries are in the journal already (journalFollowed, which takes only
+// entries without a hard state or a merge), so they are only applied.
+func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState, journaled bool) error {
 	r := s.repl
 	results := make([]applyResult, len(es))
 	revs := make([]int64, len(es))
@@ -196,11 +198,15 @@ func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState) error {
 		return tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(last))
 	}
 	var err error
-	if hs.IsEmpty() && !hasMerge(es) {
+	switch {
+	case journaled:
+		// Durable already (journalFollowed): only the apply is left.
+		err = s.be.Apply(fn)
+	case hs.IsEmpty() && !hasMerge(es):
 		if err = s.be.Apply(fn); err == nil {
 			err = s.journalBatch(es)
 		}
-	} else {
+	default:
 		err = s.be.Update(fn)
 	}
 	if err != nil {

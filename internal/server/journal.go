@@ -22,7 +22,10 @@ import (
 // then its entries are appended to the journal with one fdatasync: from
 // that moment the batch is durable on this node, and only then is it
 // reported Persisted to the core, released to a single node's callers, or
-// acknowledged by a replica. The backend commits the data file later, on
+// acknowledged by a replica. A replica journals a batch that continues its
+// journal (and carries no hard state or merge) before applying it, and
+// applies it once its ack is sent (journalAhead, journalFollowed in
+// ready.go), within the same turn of the loop. The backend commits the data file later, on
 // its own (by time and count), with consistent_index in the same commit as
 // the data, so the data file alone is always an etcd backend as of some
 // index C, and the journal holds what came after C.
@@ -33,6 +36,11 @@ import (
 //     (journalBatch); otherwise the data file is committed first, which
 //     covers the batch too (it is applied before it is journaled), and the
 //     journal restarts after the batch's first index less one;
+//   - a replica's batch journaled before it is applied (journalAhead)
+//     continues the journal, so it needs no commit; the size bound, whose
+//     commit must cover what the journal drops, is checked only once the
+//     batch is applied (boundJournal), and nothing that commits or empties
+//     the journal runs between the append and the apply;
 //   - every other write (hard state, merges, truncation, snapshot
 //     install, physical compaction, the log trim, bootstrap) commits the
 //     data file synchronously (Backend.Update commits what Apply left
@@ -184,6 +192,17 @@ func (s *Server) journalBatch(es []repl.Entry) error {
 	if len(es) == 0 {
 		return nil
 	}
+	if err := s.appendJournal(es); err != nil {
+		return err
+	}
+	return s.boundJournal(es[len(es)-1].Index)
+}
+
+// appendJournal appends es to the journal with one fdatasync, after
+// restarting the journal if it is not contiguous with es (which commits
+// the data file first: es must be applied already unless the journal is
+// contiguous, see journalAhead).
+func (s *Server) appendJournal(es []repl.Entry) error {
 	j := s.journal
 	if first := es[0].Index; j.Last() != first-1 {
 		// Contiguity: something committed synchronously since the last
@@ -203,17 +222,34 @@ func (s *Server) journalBatch(es []repl.Entry) error {
 		return fmt.Errorf("journal append: %w", err)
 	}
 	s.m.FsyncDuration.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// boundJournal keeps the journal under its size bound: past it, it
+// commits the data file and starts an empty journal after last, inline on
+// the loop. Every entry up to last must be applied by then (the commit
+// must cover what the journal drops).
+func (s *Server) boundJournal(last uint64) error {
+	j := s.journal
 	if j.Size() > s.journalMax() {
-		// The size bound: commit the data file and start an empty
-		// journal, inline on the loop.
 		if err := s.be.Commit(); err != nil {
 			return err
 		}
-		if err := j.Reset(es[len(es)-1].Index); err != nil {
+		if err := j.Reset(last); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// journalAhead reports whether a replica may journal es before it applies
+// them (follow.go, journalFollowed): only entries without a hard state or
+// a merge (those commit synchronously), contiguous with the journal, whose
+// append then needs no commit of the data file (a commit would not cover
+// entries not yet applied). The journal's invariant holds either way:
+// every entry up to its Last() is durable, in the journal.
+func (s *Server) journalAhead(es []repl.Entry, hs *repl.HardState) bool {
+	return len(es) > 0 && hs.IsEmpty() && !hasMerge(es) && s.journal.Last() == es[0].Index-1
 }
 
 // emptyJournal commits the data file and empties the journal. Truncation

@@ -30,6 +30,20 @@ func (s *Server) handleReady() {
 	for r.node.HasReady() {
 		rd := r.node.Ready()
 		s.narrowGrant(rd.ReadGrant) // before any effect of rd (repl.ReadGrant)
+		// journaled: entries a replica made durable in the last Ready and
+		// has not applied yet (journalFollowed); their ack is in this
+		// one. They are applied once it is sent, and before any other
+		// effect of this Ready that could touch the store or the journal.
+		journaled := r.journaled
+		r.journaled = nil
+		if journaled != nil && (rd.Truncate != 0 || len(rd.Entries) > 0 || !rd.HardState.IsEmpty()) {
+			if s.applyJournaled(journaled) != nil {
+				s.revokeGrant()
+				r.node.Advance()
+				return // the node stops (fail)
+			}
+			journaled = nil
+		}
 		if rd.Truncate != 0 && s.truncateSuffix(rd.Truncate) != nil {
 			s.revokeGrant()
 			r.node.Advance()
@@ -48,6 +62,11 @@ func (s *Server) handleReady() {
 			if !late || rd.Messages[i].Kind != repl.KindHeartbeat {
 				s.sendCore(&rd.Messages[i])
 			}
+		}
+		if journaled != nil && s.applyJournaled(journaled) != nil {
+			s.revokeGrant()
+			r.node.Advance()
+			return // the node stops (fail)
 		}
 		// The counters and a role change that keeps or starts leadership
 		// (going solo, promotion) come before the release, so that a
@@ -122,6 +141,15 @@ func (s *Server) handleReady() {
 			s.onHandoverResult(res)
 		}
 		r.node.Advance()
+	}
+	if r.journaled != nil {
+		// Persisted sent nothing (cannot happen: a replica acks what it
+		// persists); never leave the entries unapplied past this call.
+		es := r.journaled
+		r.journaled = nil
+		if s.applyJournaled(es) == nil {
+			s.handleReady()
+		}
 	}
 }
 
@@ -206,12 +234,51 @@ func (s *Server) persistReady(rd *repl.Ready) error {
 			return err
 		}
 	}
-	if err := s.applyFollowed(es, &hs); err != nil {
+	if s.journalAhead(es, &hs) {
+		return s.journalFollowed(es)
+	}
+	if err := s.applyFollowed(es, &hs, false); err != nil {
 		s.fail(err)
 		return err
 	}
 	_, rev, _ := s.store.Revs()
 	r.node.Persisted(s.appliedIdx, rev)
+	r.node.Applied(s.appliedIdx)
+	return nil
+}
+
+// journalFollowed makes a replica's entries durable before it applies
+// them: it appends them to the journal (one fdatasync) and reports them
+// Persisted, with the revision the leader recorded after the last one
+// (applying them makes exactly that revision, or fails). The core then
+// acknowledges them in the next Ready, and handleReady applies them once
+// that ack is sent (applyJournaled): applying into the store's memory
+// is nothing the ack promises, so it no longer delays it. A restart in
+// between replays them from the journal, as any journaled batch.
+func (s *Server) journalFollowed(es []repl.Entry) error {
+	r := s.repl
+	if err := s.appendJournal(es); err != nil {
+		s.fail(err)
+		return err
+	}
+	last := es[len(es)-1]
+	r.node.Persisted(last.Index, last.Rev)
+	r.journaled = es
+	return nil
+}
+
+// applyJournaled applies entries journalFollowed made durable, and keeps
+// the journal under its bound once they are in the store.
+func (s *Server) applyJournaled(es []repl.Entry) error {
+	r := s.repl
+	err := s.applyFollowed(es, &repl.HardState{}, true)
+	if err == nil {
+		err = s.boundJournal(es[len(es)-1].Index)
+	}
+	if err != nil {
+		s.fail(err)
+		return err
+	}
 	r.node.Applied(s.appliedIdx)
 	return nil
 }

@@ -84,6 +84,11 @@ type replState struct {
 	// before their flush, and persistReady must not write them again.
 	// Zero outside that window.
 	flushing uint64
+	// journaled: a replica's entries that are durable in the journal and
+	// reported Persisted but not applied yet (journalFollowed); handleReady
+	// applies them once their ack is sent, before it returns. Nil outside
+	// that window.
+	journaled []repl.Entry
 
 	// snap is the snapshot being received (nil: none); conflictSet the
 	// conflict record of the split brain this node lost and has not yet
