@@ -85,11 +85,11 @@ var perfLockedPaths = []perfPathSpec{{name: "dyad-channel+lock", lock: true}, {n
 
 func perfCmd() *cobra.Command {
 	var (
-		role, job, sizes, out, ddsConfig, ddsperfBin string
-		count                                        int
-		tputDur, delay                               time.Duration
-		domain                                       uint32
-		noTput, secure, lockWriters                  bool
+		role, job, sizes, out, ddsConfig, ddsperfBin, systems string
+		count                                                 int
+		tputDur, delay                                        time.Duration
+		domain                                                uint32
+		noTput, noLat, secure, lockWriters                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "perf",
@@ -126,7 +126,11 @@ responder's turn, as means and as medians. A last one splits the pinger's
 writes (dyad-inline, dyad-channel, dyad-waitset, dyad-ddsnet) into the caller's own work,
 the cgo call, and dds_write's time on and off the CPU, stamped in C, with
 the writing thread's context switches.
-Ratios are dyad ÷ ddsperf at the same size.
+Ratios are dyad ÷ ddsperf at the same size. ddsperf's throughput is the mean
+of its full seconds; its publisher batches writes into datagrams
+(dds_write_set_batch), which dyad's writers do not.
+--systems runs only the named systems (e.g. ddsperf,dyad-ddsnet) and
+--no-latency only the throughput phase.
 
 DDS Security: --secure makes a CA, an identity per end, and governance and
 permissions documents (as "dyad certs" does, topics "*" so ddsperf's topics are
@@ -163,8 +167,12 @@ Cyclone configuration can still be passed with --dds-config.`,
 			if ddsperfBin == "" {
 				ddsperfBin, _ = exec.LookPath("ddsperf")
 			}
+			if noTput && noLat {
+				return errors.New("perf: --no-throughput and --no-latency leave nothing to measure")
+			}
 			return runPerf(ctx, cmd, perfRun{sizes: sz, count: count, tputDur: tputDur, domain: domain,
-				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, secure: secure, lockWriters: lockWriters})
+				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, noLat: noLat, secure: secure, lockWriters: lockWriters,
+				systems: splitList(systems)})
 		},
 	}
 	f := cmd.Flags()
@@ -172,6 +180,8 @@ Cyclone configuration can still be passed with --dds-config.`,
 	f.IntVar(&count, "count", 5000, "round trips per size and system")
 	f.DurationVar(&tputDur, "tput-duration", 3*time.Second, "throughput phase length per size and system")
 	f.BoolVar(&noTput, "no-throughput", false, "skip the throughput phase")
+	f.BoolVar(&noLat, "no-latency", false, "skip the round trips (ping-pong); measure throughput only")
+	f.StringVar(&systems, "systems", "", "comma-separated systems to run (e.g. ddsperf,dyad-inline); default all")
 	f.BoolVar(&secure, "secure", false, "also run every system with DDS Security and report secured ÷ plain")
 	f.Uint32Var(&domain, "domain", 7, "DDS domain ID used inside the private namespaces")
 	f.StringVar(&ddsConfig, "dds-config", "", "file with extra Cyclone XML inserted in <Domain> on both ends (e.g. a <Security> element for DDS Security)")
@@ -244,16 +254,18 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for _, sz := range j.Sizes {
 			row := perf.Row{Size: sz}
-			st, err := dds.PingPong(ctx, p, opt, sz, j.Count)
-			if err != nil {
-				return fmt.Errorf("ping size %d: %w", sz, err)
+			if j.Count > 0 {
+				st, err := dds.PingPong(ctx, p, opt, sz, j.Count)
+				if err != nil {
+					return fmt.Errorf("ping size %d: %w", sz, err)
+				}
+				row.RTT = perf.RTT{Count: st.Count, P50: st.P50, P90: st.P90, P99: st.P99, Max: st.Max}
+				ws := make([]perf.WriteSample, 0, len(st.Writes))
+				for _, w := range st.Writes {
+					ws = append(ws, perfWriteSample(w.Send, w.Stamp))
+				}
+				row.Writes = perf.SplitWrites(ws, perfWriteSample(0, dds.StampCost(1000)))
 			}
-			row.RTT = perf.RTT{Count: st.Count, P50: st.P50, P90: st.P90, P99: st.P99, Max: st.Max}
-			ws := make([]perf.WriteSample, 0, len(st.Writes))
-			for _, w := range st.Writes {
-				ws = append(ws, perfWriteSample(w.Send, w.Stamp))
-			}
-			row.Writes = perf.SplitWrites(ws, perfWriteSample(0, dds.StampCost(1000)))
 			if j.TputDur > 0 {
 				tp, err := dds.Throughput(ctx, p, opt, sz, j.TputDur)
 				if err != nil {
@@ -284,7 +296,12 @@ type perfRun struct {
 	ddsperf string
 	out     string
 	noTput  bool
-	secure  bool
+	// noLat skips the round trips (the children get Count 0).
+	noLat  bool
+	secure bool
+	// systems, if not empty, are the only systems run (ddsperf and the
+	// names of perfPaths, without the secured suffix).
+	systems []string
 	// lockWriters adds perfLockedPaths.
 	lockWriters bool
 }
@@ -293,11 +310,30 @@ type perfRun struct {
 // ten times a slow secured one), the throughput phase, and 20 s per size
 // for start-up, discovery and the security handshake.
 func (r perfRun) pathTimeout() time.Duration {
-	perSize := time.Duration(r.count)*2*time.Millisecond + 20*time.Second
+	perSize := 20 * time.Second
+	if !r.noLat {
+		perSize += time.Duration(r.count) * 2 * time.Millisecond
+	}
 	if !r.noTput {
 		perSize += r.tputDur
 	}
 	return time.Duration(len(r.sizes)) * perSize
+}
+
+// runs reports whether system is to be run (--systems).
+func (r perfRun) runs(system string) bool {
+	return len(r.systems) == 0 || slices.Contains(r.systems, system)
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // perfVariant is one configuration every system runs in: plain, and with
@@ -328,6 +364,9 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 	jobA := perfJob{Domain: r.domain, Iface: pair.IfA, Peer: pair.AddrB, ExtraXML: r.extra}
 	jobB := perfJob{Domain: r.domain, Iface: pair.IfB, Peer: pair.AddrA, ExtraXML: r.extra,
 		Sizes: r.sizes, Count: r.count}
+	if r.noLat {
+		jobB.Count = 0
+	}
 	if !r.noTput {
 		jobB.TputDur = r.tputDur
 	}
@@ -352,6 +391,12 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 	if r.lockWriters {
 		paths = append(slices.Clone(paths), perfLockedPaths...)
 	}
+	if len(r.systems) > 0 {
+		paths = slices.DeleteFunc(slices.Clone(paths), func(p perfPathSpec) bool { return !r.runs(p.name) })
+		if !r.runs("ddsperf") {
+			r.ddsperf = ""
+		}
+	}
 	steps := len(paths) * len(variants)
 	if r.ddsperf != "" {
 		steps += len(r.sizes) * len(variants)
@@ -368,8 +413,10 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 				bar.Describe(fmt.Sprintf("ddsperf%s %dB", v.suffix, sz))
 				row := perf.Row{System: "ddsperf" + v.suffix, Size: sz}
 				var errs []string
-				if row.RTT, err = d.Ping(ctx, sz, pingDur); err != nil {
-					errs = append(errs, err.Error())
+				if !r.noLat {
+					if row.RTT, err = d.Ping(ctx, sz, pingDur); err != nil {
+						errs = append(errs, err.Error())
+					}
 				}
 				if !r.noTput {
 					if row.Tput, err = d.PubSub(ctx, sz, r.tputDur+v.ddsperfExtra); err != nil {
