@@ -59,6 +59,14 @@ type Config struct {
 	// RELIABLE KEEP_ALL throughput at 4 KiB samples tenfold (the `dyad
 	// perf` section of docs/BENCHMARKS.md). Negative: Cyclone's default.
 	SocketReceiveBuffer int64
+	// WriteBatch makes every writer of the domain batch (Cyclone's
+	// Internal/WriteBatch): Writer.Queue then only serialises a sample,
+	// and samples queued back to back share datagrams up to
+	// MaxMessageSize, sent by Writer.Flush (or the next Write). Write
+	// and WriteStamped flush in the same C call, so a caller that never
+	// queues sees no difference. Cyclone's own ddsperf publishes this
+	// way (dds_write_set_batch). Off by default.
+	WriteBatch bool
 	// MaxMessageSize and FragmentSize (bytes) override Cyclone's RTPS
 	// message/fragment sizes (defaults 14720 / 1344). Zero keeps defaults.
 	MaxMessageSize int
@@ -150,6 +158,9 @@ func (c Config) XML() string {
 	if c.SocketReceiveBuffer > 0 {
 		// max alone: request this much, accept what the kernel grants.
 		fmt.Fprintf(&b, `<SocketReceiveBufferSize max="%dB"/>`, c.SocketReceiveBuffer)
+	}
+	if c.WriteBatch {
+		b.WriteString(`<WriteBatch>true</WriteBatch>`)
 	}
 	fmt.Fprintf(&b, `<Watermarks><WhcHigh>%dB</WhcHigh><WhcHighInit>%dB</WhcHighInit><WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>`, c.WhcHigh, c.WhcHigh)
 	b.WriteString(c.SecurityXML)

@@ -42,6 +42,16 @@ func TestConfigXML(t *testing.T) {
 			want: []string{`<Internal><SocketReceiveBufferSize max="8388608B"/><Watermarks>`},
 		},
 		{
+			name:    "write batching off by default",
+			cfg:     Config{},
+			notWant: []string{`WriteBatch`},
+		},
+		{
+			name: "write batching",
+			cfg:  Config{WriteBatch: true},
+			want: []string{`<WriteBatch>true</WriteBatch>`},
+		},
+		{
 			name:    "socket receive buffer left to Cyclone",
 			cfg:     Config{SocketReceiveBuffer: -1},
 			want:    []string{`<Internal><Watermarks>`},
@@ -115,7 +125,7 @@ func TestConfigAcceptedByCyclone(t *testing.T) {
 		{Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: 10500 * time.Microsecond, WhcHigh: 3 << 20},
 		// Far above any usual net.core.rmem_max: Cyclone must take what
 		// the kernel grants rather than fail.
-		{Interface: "lo", Peers: []string{"127.0.0.1"}, SocketReceiveBuffer: 1 << 30},
+		{Interface: "lo", Peers: []string{"127.0.0.1"}, SocketReceiveBuffer: 1 << 30, WriteBatch: true},
 	} {
 		c.Domain = testDomain(t)
 		p, err := NewParticipant(c)
