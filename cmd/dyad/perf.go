@@ -46,10 +46,20 @@ type perfJob struct {
 	// Lock runs each end's writing goroutine locked to its OS thread
 	// (runtime.LockOSThread): --lock-writers' A/B rows.
 	Lock bool
+	// WriteBatch turns on Cyclone's write batching (dds.Config.WriteBatch)
+	// and makes the throughput phase send perfBurst messages per flush
+	// (dds.PerfOptions.Burst, ddsnet.Net.SendAll): the +batch rows.
+	WriteBatch bool
 }
 
+// perfBurst is how many throughput messages a +batch row sends per flush:
+// as many as a receive batch holds, about what one turn of a busy
+// replication loop has to send.
+const perfBurst = 64
+
 func (j perfJob) config() dds.Config {
-	return dds.Config{Domain: j.Domain, Interface: j.Iface, Peers: []string{j.Peer}, LeaseDuration: time.Second, SecurityXML: j.Security, ExtraXML: j.ExtraXML}
+	return dds.Config{Domain: j.Domain, Interface: j.Iface, Peers: []string{j.Peer}, LeaseDuration: time.Second, SecurityXML: j.Security, ExtraXML: j.ExtraXML,
+		WriteBatch: j.WriteBatch}
 }
 
 // perfPaths are dyad's receive paths measured by perf. "inline" handles
@@ -64,7 +74,10 @@ func (j perfJob) config() dds.Config {
 // "ddsnet+ws" is the same with ddsnet's experimental Config.WaitSet (the
 // owner waits in C; internal/ddsnet/waitset.go). "pair"
 // is the whole path: a Put on a primary replicated to its replica by the
-// real server code over ddsnet (cmd/dyad/perf_pair.go).
+// real server code over ddsnet (cmd/dyad/perf_pair.go). A "+batch" row is
+// its path with Cyclone's write batching and a flush per perfBurst
+// messages in the throughput phase, as ddsperf's publisher batches (its
+// round trips flush every write, so they are the path's own).
 type perfPathSpec struct {
 	name    string
 	inline  bool
@@ -72,10 +85,13 @@ type perfPathSpec struct {
 	net     bool
 	pair    bool
 	lock    bool
+	batch   bool
 }
 
-var perfPaths = []perfPathSpec{{name: "dyad-inline", inline: true}, {name: "dyad-channel"}, {name: "dyad-waitset", waitset: true},
-	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}}
+var perfPaths = []perfPathSpec{{name: "dyad-inline", inline: true}, {name: "dyad-inline+batch", inline: true, batch: true},
+	{name: "dyad-channel"}, {name: "dyad-waitset", waitset: true},
+	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+batch", net: true, batch: true},
+	{name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}}
 
 // perfLockedPaths are --lock-writers' extra rows: the goroutine paths
 // again with each end's writing goroutine locked to its OS thread, in the
@@ -243,6 +259,9 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 	}
 	defer p.Close()
 	opt := dds.PerfOptions{Mode: dds.ReceiveListener, Inline: j.Inline, StampWrites: true, LockOSThread: j.Lock}
+	if j.WriteBatch {
+		opt.Burst = perfBurst
+	}
 	if j.WaitSet {
 		opt.Mode = dds.ReceiveWaitSet
 	}
@@ -441,6 +460,7 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 			a.Pair, b.Pair = path.pair, path.pair
 			a.Lock, b.Lock = path.lock, path.lock
 			a.WaitSet, b.WaitSet = path.waitset, path.waitset
+			a.WriteBatch, b.WriteBatch = path.batch, path.batch
 			// A path that stops making progress (seen once with DDS Security,
 			// not reproduced) becomes an error row instead of a hung run.
 			pctx, cancel := context.WithTimeout(ctx, r.pathTimeout())
