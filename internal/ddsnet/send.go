@@ -209,14 +209,22 @@ func (n *Net) flusher() {
 // flush writes class c's backlog until it is empty (true) or the writer
 // refuses again (false). A write that fails otherwise (the writer closed)
 // drops the backlog: the transport is going away, and RELIABLE delivery
-// ends with it.
+// ends with it. In a batching participant the backlog's samples are
+// queued and go out together (Cyclone sends what was queued when a write
+// is refused at the mark, and the deferred Flush the rest), not one
+// datagram each.
 func (n *Net) flush(c transport.Class) bool {
 	o := &n.out[c]
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	write := n.w[c].Write
+	if n.cfg.DDS.WriteBatch {
+		write = n.w[c].Queue
+		defer n.w[c].Flush()
+	}
 	for len(o.backlog) > 0 {
 		q := &o.backlog[0]
-		err := n.w[c].Write(&q.h, q.payload)
+		err := write(&q.h, q.payload)
 		if errors.Is(err, dds.ErrTimeout) {
 			return false
 		}
