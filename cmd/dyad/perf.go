@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,9 @@ type perfJob struct {
 	// and makes the throughput phase send perfBurst messages per flush
 	// (dds.PerfOptions.Burst, ddsnet.Net.SendAll): the +batch rows.
 	WriteBatch bool
+	// Profile, if set, is a directory each child writes a CPU profile of
+	// its whole run into (<role>-<pid>.pprof; hidden flag --profile-dir).
+	Profile string
 }
 
 // perfBurst is how many throughput messages a +batch row sends per flush:
@@ -101,11 +105,11 @@ var perfLockedPaths = []perfPathSpec{{name: "dyad-channel+lock", lock: true}, {n
 
 func perfCmd() *cobra.Command {
 	var (
-		role, job, sizes, out, ddsConfig, ddsperfBin, systems string
-		count                                                 int
-		tputDur, delay                                        time.Duration
-		domain                                                uint32
-		noTput, noLat, secure, lockWriters                    bool
+		role, job, sizes, out, ddsConfig, ddsperfBin, systems, profile string
+		count                                                          int
+		tputDur, delay                                                 time.Duration
+		domain                                                         uint32
+		noTput, noLat, secure, lockWriters                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "perf",
@@ -188,7 +192,7 @@ Cyclone configuration can still be passed with --dds-config.`,
 			}
 			return runPerf(ctx, cmd, perfRun{sizes: sz, count: count, tputDur: tputDur, domain: domain,
 				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, noLat: noLat, secure: secure, lockWriters: lockWriters,
-				systems: splitList(systems)})
+				systems: splitList(systems), profile: profile})
 		},
 	}
 	f := cmd.Flags()
@@ -205,6 +209,8 @@ Cyclone configuration can still be passed with --dds-config.`,
 	f.StringVar(&out, "out", "", "directory for results.json, results.md and rtt.svg")
 	f.DurationVar(&delay, "delay", 0, "one-way delay to add on the veth pair (not supported: this kernel lacks sch_netem)")
 	f.BoolVar(&lockWriters, "lock-writers", false, "experiment: add dyad-channel and dyad-ddsnet rows whose writing goroutines are locked to their OS threads")
+	f.StringVar(&profile, "profile-dir", "", "internal: directory for the children's CPU profiles")
+	f.MarkHidden("profile-dir")
 	f.StringVar(&role, "role", "", "internal: run as the respond or ping child")
 	f.StringVar(&job, "job", "", "internal: the child's job (JSON)")
 	f.MarkHidden("role")
@@ -233,6 +239,17 @@ func parseSizes(s string) ([]int, error) {
 // respond prints "ready" and echoes until ctx ends; ping prints one JSON
 // perf.Row per size.
 func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
+	if j.Profile != "" {
+		f, err := os.Create(filepath.Join(j.Profile, fmt.Sprintf("%s-%d.pprof", role, os.Getpid())))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if j.Pair {
 		switch role {
 		case "respond":
@@ -321,6 +338,7 @@ type perfRun struct {
 	// systems, if not empty, are the only systems run (ddsperf and the
 	// names of perfPaths, without the secured suffix).
 	systems []string
+	profile string // perfJob.Profile
 	// lockWriters adds perfLockedPaths.
 	lockWriters bool
 }
@@ -380,8 +398,8 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 	}
 	defer pair.Close()
 	host, _ := os.Hostname()
-	jobA := perfJob{Domain: r.domain, Iface: pair.IfA, Peer: pair.AddrB, ExtraXML: r.extra}
-	jobB := perfJob{Domain: r.domain, Iface: pair.IfB, Peer: pair.AddrA, ExtraXML: r.extra,
+	jobA := perfJob{Domain: r.domain, Iface: pair.IfA, Peer: pair.AddrB, ExtraXML: r.extra, Profile: r.profile}
+	jobB := perfJob{Domain: r.domain, Iface: pair.IfB, Peer: pair.AddrA, ExtraXML: r.extra, Profile: r.profile,
 		Sizes: r.sizes, Count: r.count}
 	if r.noLat {
 		jobB.Count = 0
