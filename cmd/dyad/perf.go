@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,10 +47,23 @@ type perfJob struct {
 	// Lock runs each end's writing goroutine locked to its OS thread
 	// (runtime.LockOSThread): --lock-writers' A/B rows.
 	Lock bool
+	// WriteBatch turns on Cyclone's write batching (dds.Config.WriteBatch)
+	// and makes the throughput phase send perfBurst messages per flush
+	// (dds.PerfOptions.Burst, ddsnet.Net.SendAll): the +batch rows.
+	WriteBatch bool
+	// Profile, if set, is a directory each child writes a CPU profile of
+	// its whole run into (<role>-<pid>.pprof; hidden flag --profile-dir).
+	Profile string
 }
 
+// perfBurst is how many throughput messages a +batch row sends per flush:
+// as many as a receive batch holds, about what one turn of a busy
+// replication loop has to send.
+const perfBurst = 64
+
 func (j perfJob) config() dds.Config {
-	return dds.Config{Domain: j.Domain, Interface: j.Iface, Peers: []string{j.Peer}, LeaseDuration: time.Second, SecurityXML: j.Security, ExtraXML: j.ExtraXML}
+	return dds.Config{Domain: j.Domain, Interface: j.Iface, Peers: []string{j.Peer}, LeaseDuration: time.Second, SecurityXML: j.Security, ExtraXML: j.ExtraXML,
+		WriteBatch: j.WriteBatch}
 }
 
 // perfPaths are dyad's receive paths measured by perf. "inline" handles
@@ -64,7 +78,10 @@ func (j perfJob) config() dds.Config {
 // "ddsnet+ws" is the same with ddsnet's experimental Config.WaitSet (the
 // owner waits in C; internal/ddsnet/waitset.go). "pair"
 // is the whole path: a Put on a primary replicated to its replica by the
-// real server code over ddsnet (cmd/dyad/perf_pair.go).
+// real server code over ddsnet (cmd/dyad/perf_pair.go). A "+batch" row is
+// its path with Cyclone's write batching and a flush per perfBurst
+// messages in the throughput phase, as ddsperf's publisher batches (its
+// round trips flush every write, so they are the path's own).
 type perfPathSpec struct {
 	name    string
 	inline  bool
@@ -72,10 +89,13 @@ type perfPathSpec struct {
 	net     bool
 	pair    bool
 	lock    bool
+	batch   bool
 }
 
-var perfPaths = []perfPathSpec{{name: "dyad-inline", inline: true}, {name: "dyad-channel"}, {name: "dyad-waitset", waitset: true},
-	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}}
+var perfPaths = []perfPathSpec{{name: "dyad-inline", inline: true}, {name: "dyad-inline+batch", inline: true, batch: true},
+	{name: "dyad-channel"}, {name: "dyad-waitset", waitset: true},
+	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+batch", net: true, batch: true},
+	{name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}}
 
 // perfLockedPaths are --lock-writers' extra rows: the goroutine paths
 // again with each end's writing goroutine locked to its OS thread, in the
@@ -85,11 +105,11 @@ var perfLockedPaths = []perfPathSpec{{name: "dyad-channel+lock", lock: true}, {n
 
 func perfCmd() *cobra.Command {
 	var (
-		role, job, sizes, out, ddsConfig, ddsperfBin string
-		count                                        int
-		tputDur, delay                               time.Duration
-		domain                                       uint32
-		noTput, secure, lockWriters                  bool
+		role, job, sizes, out, ddsConfig, ddsperfBin, systems, profile string
+		count                                                          int
+		tputDur, delay                                                 time.Duration
+		domain                                                         uint32
+		noTput, noLat, secure, lockWriters                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "perf",
@@ -126,7 +146,11 @@ responder's turn, as means and as medians. A last one splits the pinger's
 writes (dyad-inline, dyad-channel, dyad-waitset, dyad-ddsnet) into the caller's own work,
 the cgo call, and dds_write's time on and off the CPU, stamped in C, with
 the writing thread's context switches.
-Ratios are dyad ÷ ddsperf at the same size.
+Ratios are dyad ÷ ddsperf at the same size. ddsperf's throughput is the mean
+of its full seconds; its publisher batches writes into datagrams
+(dds_write_set_batch), which dyad's writers do not.
+--systems runs only the named systems (e.g. ddsperf,dyad-ddsnet) and
+--no-latency only the throughput phase.
 
 DDS Security: --secure makes a CA, an identity per end, and governance and
 permissions documents (as "dyad certs" does, topics "*" so ddsperf's topics are
@@ -163,8 +187,12 @@ Cyclone configuration can still be passed with --dds-config.`,
 			if ddsperfBin == "" {
 				ddsperfBin, _ = exec.LookPath("ddsperf")
 			}
+			if noTput && noLat {
+				return errors.New("perf: --no-throughput and --no-latency leave nothing to measure")
+			}
 			return runPerf(ctx, cmd, perfRun{sizes: sz, count: count, tputDur: tputDur, domain: domain,
-				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, secure: secure, lockWriters: lockWriters})
+				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, noLat: noLat, secure: secure, lockWriters: lockWriters,
+				systems: splitList(systems), profile: profile})
 		},
 	}
 	f := cmd.Flags()
@@ -172,6 +200,8 @@ Cyclone configuration can still be passed with --dds-config.`,
 	f.IntVar(&count, "count", 5000, "round trips per size and system")
 	f.DurationVar(&tputDur, "tput-duration", 3*time.Second, "throughput phase length per size and system")
 	f.BoolVar(&noTput, "no-throughput", false, "skip the throughput phase")
+	f.BoolVar(&noLat, "no-latency", false, "skip the round trips (ping-pong); measure throughput only")
+	f.StringVar(&systems, "systems", "", "comma-separated systems to run (e.g. ddsperf,dyad-inline); default all")
 	f.BoolVar(&secure, "secure", false, "also run every system with DDS Security and report secured ÷ plain")
 	f.Uint32Var(&domain, "domain", 7, "DDS domain ID used inside the private namespaces")
 	f.StringVar(&ddsConfig, "dds-config", "", "file with extra Cyclone XML inserted in <Domain> on both ends (e.g. a <Security> element for DDS Security)")
@@ -179,6 +209,8 @@ Cyclone configuration can still be passed with --dds-config.`,
 	f.StringVar(&out, "out", "", "directory for results.json, results.md and rtt.svg")
 	f.DurationVar(&delay, "delay", 0, "one-way delay to add on the veth pair (not supported: this kernel lacks sch_netem)")
 	f.BoolVar(&lockWriters, "lock-writers", false, "experiment: add dyad-channel and dyad-ddsnet rows whose writing goroutines are locked to their OS threads")
+	f.StringVar(&profile, "profile-dir", "", "internal: directory for the children's CPU profiles")
+	f.MarkHidden("profile-dir")
 	f.StringVar(&role, "role", "", "internal: run as the respond or ping child")
 	f.StringVar(&job, "job", "", "internal: the child's job (JSON)")
 	f.MarkHidden("role")
@@ -207,6 +239,17 @@ func parseSizes(s string) ([]int, error) {
 // respond prints "ready" and echoes until ctx ends; ping prints one JSON
 // perf.Row per size.
 func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
+	if j.Profile != "" {
+		f, err := os.Create(filepath.Join(j.Profile, fmt.Sprintf("%s-%d.pprof", role, os.Getpid())))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if j.Pair {
 		switch role {
 		case "respond":
@@ -233,6 +276,9 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 	}
 	defer p.Close()
 	opt := dds.PerfOptions{Mode: dds.ReceiveListener, Inline: j.Inline, StampWrites: true, LockOSThread: j.Lock}
+	if j.WriteBatch {
+		opt.Burst = perfBurst
+	}
 	if j.WaitSet {
 		opt.Mode = dds.ReceiveWaitSet
 	}
@@ -244,16 +290,18 @@ func perfChild(ctx context.Context, role string, j perfJob, w io.Writer) error {
 		enc := json.NewEncoder(w)
 		for _, sz := range j.Sizes {
 			row := perf.Row{Size: sz}
-			st, err := dds.PingPong(ctx, p, opt, sz, j.Count)
-			if err != nil {
-				return fmt.Errorf("ping size %d: %w", sz, err)
+			if j.Count > 0 {
+				st, err := dds.PingPong(ctx, p, opt, sz, j.Count)
+				if err != nil {
+					return fmt.Errorf("ping size %d: %w", sz, err)
+				}
+				row.RTT = perf.RTT{Count: st.Count, P50: st.P50, P90: st.P90, P99: st.P99, Max: st.Max}
+				ws := make([]perf.WriteSample, 0, len(st.Writes))
+				for _, w := range st.Writes {
+					ws = append(ws, perfWriteSample(w.Send, w.Stamp))
+				}
+				row.Writes = perf.SplitWrites(ws, perfWriteSample(0, dds.StampCost(1000)))
 			}
-			row.RTT = perf.RTT{Count: st.Count, P50: st.P50, P90: st.P90, P99: st.P99, Max: st.Max}
-			ws := make([]perf.WriteSample, 0, len(st.Writes))
-			for _, w := range st.Writes {
-				ws = append(ws, perfWriteSample(w.Send, w.Stamp))
-			}
-			row.Writes = perf.SplitWrites(ws, perfWriteSample(0, dds.StampCost(1000)))
 			if j.TputDur > 0 {
 				tp, err := dds.Throughput(ctx, p, opt, sz, j.TputDur)
 				if err != nil {
@@ -284,7 +332,13 @@ type perfRun struct {
 	ddsperf string
 	out     string
 	noTput  bool
-	secure  bool
+	// noLat skips the round trips (the children get Count 0).
+	noLat  bool
+	secure bool
+	// systems, if not empty, are the only systems run (ddsperf and the
+	// names of perfPaths, without the secured suffix).
+	systems []string
+	profile string // perfJob.Profile
 	// lockWriters adds perfLockedPaths.
 	lockWriters bool
 }
@@ -293,11 +347,30 @@ type perfRun struct {
 // ten times a slow secured one), the throughput phase, and 20 s per size
 // for start-up, discovery and the security handshake.
 func (r perfRun) pathTimeout() time.Duration {
-	perSize := time.Duration(r.count)*2*time.Millisecond + 20*time.Second
+	perSize := 20 * time.Second
+	if !r.noLat {
+		perSize += time.Duration(r.count) * 2 * time.Millisecond
+	}
 	if !r.noTput {
 		perSize += r.tputDur
 	}
 	return time.Duration(len(r.sizes)) * perSize
+}
+
+// runs reports whether system is to be run (--systems).
+func (r perfRun) runs(system string) bool {
+	return len(r.systems) == 0 || slices.Contains(r.systems, system)
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // perfVariant is one configuration every system runs in: plain, and with
@@ -325,9 +398,12 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 	}
 	defer pair.Close()
 	host, _ := os.Hostname()
-	jobA := perfJob{Domain: r.domain, Iface: pair.IfA, Peer: pair.AddrB, ExtraXML: r.extra}
-	jobB := perfJob{Domain: r.domain, Iface: pair.IfB, Peer: pair.AddrA, ExtraXML: r.extra,
+	jobA := perfJob{Domain: r.domain, Iface: pair.IfA, Peer: pair.AddrB, ExtraXML: r.extra, Profile: r.profile}
+	jobB := perfJob{Domain: r.domain, Iface: pair.IfB, Peer: pair.AddrA, ExtraXML: r.extra, Profile: r.profile,
 		Sizes: r.sizes, Count: r.count}
+	if r.noLat {
+		jobB.Count = 0
+	}
 	if !r.noTput {
 		jobB.TputDur = r.tputDur
 	}
@@ -352,6 +428,12 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 	if r.lockWriters {
 		paths = append(slices.Clone(paths), perfLockedPaths...)
 	}
+	if len(r.systems) > 0 {
+		paths = slices.DeleteFunc(slices.Clone(paths), func(p perfPathSpec) bool { return !r.runs(p.name) })
+		if !r.runs("ddsperf") {
+			r.ddsperf = ""
+		}
+	}
 	steps := len(paths) * len(variants)
 	if r.ddsperf != "" {
 		steps += len(r.sizes) * len(variants)
@@ -368,8 +450,10 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 				bar.Describe(fmt.Sprintf("ddsperf%s %dB", v.suffix, sz))
 				row := perf.Row{System: "ddsperf" + v.suffix, Size: sz}
 				var errs []string
-				if row.RTT, err = d.Ping(ctx, sz, pingDur); err != nil {
-					errs = append(errs, err.Error())
+				if !r.noLat {
+					if row.RTT, err = d.Ping(ctx, sz, pingDur); err != nil {
+						errs = append(errs, err.Error())
+					}
 				}
 				if !r.noTput {
 					if row.Tput, err = d.PubSub(ctx, sz, r.tputDur+v.ddsperfExtra); err != nil {
@@ -394,6 +478,7 @@ func runPerf(ctx context.Context, cmd *cobra.Command, r perfRun) error {
 			a.Pair, b.Pair = path.pair, path.pair
 			a.Lock, b.Lock = path.lock, path.lock
 			a.WaitSet, b.WaitSet = path.waitset, path.waitset
+			a.WriteBatch, b.WriteBatch = path.batch, path.batch
 			// A path that stops making progress (seen once with DDS Security,
 			// not reproduced) becomes an error row instead of a hung run.
 			pctx, cancel := context.WithTimeout(ctx, r.pathTimeout())

@@ -277,7 +277,11 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 		}
 		row := perf.Row{Size: sz, RTT: perf.Summarise(d), Path: path.path(), Writes: perf.SplitWrites(writes, perfWriteSample(0, dds.StampCost(1000)))}
 		if j.TputDur > 0 {
-			if row.Tput, err = perfNetThroughput(ctx, n, &seq, await, payload, j.TputDur); err != nil {
+			burst := 1
+			if j.WriteBatch {
+				burst = perfBurst
+			}
+			if row.Tput, err = perfNetThroughput(ctx, n, &seq, await, payload, j.TputDur, burst); err != nil {
 				return fmt.Errorf("perf: ddsnet throughput at size %d: %w", sz, err)
 			}
 		}
@@ -288,20 +292,27 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 	return nil
 }
 
-// perfNetThroughput sends Log messages as fast as Send takes them for dur,
-// then an end marker on the same (ordered) class; the responder answers it
-// with the count it received, so the rate covers delivery to the peer's
-// owner goroutine, not just queueing here.
+// perfNetThroughput sends Log messages as fast as SendAll takes them, burst
+// per call, for dur, then an end marker on the same (ordered) class; the
+// responder answers it with the count it received, so the rate covers
+// delivery to the peer's owner goroutine, not just queueing here.
 func perfNetThroughput(ctx context.Context, n *ddsnet.Net, seq *uint64,
-	await func(uint16, time.Duration) (*transport.Message, error), payload []byte, dur time.Duration) (perf.Tput, error) {
+	await func(uint16, time.Duration) (*transport.Message, error), payload []byte, dur time.Duration, burst int) (perf.Tput, error) {
 	start := time.Now()
 	deadline := start.Add(dur)
 	var sent uint64
+	msgs := make([]transport.Message, burst)
+	ms := make([]*transport.Message, burst)
 	for i := 0; ; i++ {
-		if i&63 == 0 && time.Now().After(deadline) {
+		if i%max(1, 64/burst) == 0 && time.Now().After(deadline) {
 			break
 		}
-		err := n.Send(&transport.Message{Class: transport.Log, Kind: perfNetDataKind, Index: sent, Payload: payload})
+		for k := range msgs {
+			msgs[k] = transport.Message{Class: transport.Log, Kind: perfNetDataKind, Index: sent + uint64(k), Payload: payload}
+			ms[k] = &msgs[k]
+		}
+		took, err := n.SendAll(ms)
+		sent += uint64(took)
 		if errors.Is(err, transport.ErrTimeout) {
 			// The writer and the queue behind it are full (Send never
 			// waits on this class): give the peer a moment rather than
@@ -312,7 +323,6 @@ func perfNetThroughput(ctx context.Context, n *ddsnet.Net, seq *uint64,
 		if err != nil {
 			return perf.Tput{}, err
 		}
-		sent++
 	}
 	*seq++
 	if err := n.Send(&transport.Message{Class: transport.Log, Kind: perfNetEndKind, Index: *seq}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -47,6 +48,25 @@ type Config struct {
 	// WhcAdaptive is on, so both WhcHigh and WhcHighInit are set to this
 	// value and WhcAdaptive is off: the mark is exactly WhcHigh.
 	WhcHigh int64
+	// SocketReceiveBuffer is the socket receive buffer (bytes) Cyclone
+	// asks the kernel for on each of its sockets; Linux caps the request
+	// at net.core.rmem_max and doubles what it grants for its own
+	// bookkeeping, and Cyclone takes whatever it got (never an error).
+	// Default WhcHigh: a writer sends up to WhcHigh bytes before it
+	// stops for acknowledgements, and with Cyclone's own request (1 MiB)
+	// a burst of that size overflowed the peer's buffer; every datagram
+	// dropped there is repaired only after a NACK round, which cut
+	// RELIABLE KEEP_ALL throughput at 4 KiB samples tenfold (the `dyad
+	// perf` section of docs/BENCHMARKS.md). Negative: Cyclone's default.
+	SocketReceiveBuffer int64
+	// WriteBatch makes every writer of the domain batch (Cyclone's
+	// Internal/WriteBatch): Writer.Queue then only serialises a sample,
+	// and samples queued back to back share datagrams up to
+	// MaxMessageSize, sent by Writer.Flush (or the next Write). Write
+	// and WriteStamped flush in the same C call, so a caller that never
+	// queues sees no difference. Cyclone's own ddsperf publishes this
+	// way (dds_write_set_batch). Off by default.
+	WriteBatch bool
 	// MaxMessageSize and FragmentSize (bytes) override Cyclone's RTPS
 	// message/fragment sizes (defaults 14720 / 1344). Zero keeps defaults.
 	MaxMessageSize int
@@ -70,6 +90,9 @@ func (c Config) withDefaults() Config {
 	if c.WhcHigh == 0 {
 		c.WhcHigh = DefaultWhcHigh
 	}
+	if c.SocketReceiveBuffer == 0 {
+		c.SocketReceiveBuffer = c.WhcHigh
+	}
 	return c
 }
 
@@ -84,6 +107,9 @@ func (c Config) Validate() error {
 	}
 	if c.WhcHigh < 0 {
 		return errors.New("dds: negative WhcHigh")
+	}
+	if c.SocketReceiveBuffer > math.MaxInt32 {
+		return fmt.Errorf("dds: SocketReceiveBuffer %d above 2 GiB", c.SocketReceiveBuffer)
 	}
 	if c.MaxAutoParticipantIndex < 0 || c.MaxAutoParticipantIndex > 120 {
 		return fmt.Errorf("dds: MaxAutoParticipantIndex %d out of range 0..120", c.MaxAutoParticipantIndex)
@@ -128,7 +154,15 @@ func (c Config) XML() string {
 	}
 	fmt.Fprintf(&b, `<LeaseDuration>%s</LeaseDuration>`, duration(c.LeaseDuration))
 	b.WriteString(`</Discovery>`)
-	fmt.Fprintf(&b, `<Internal><Watermarks><WhcHigh>%dB</WhcHigh><WhcHighInit>%dB</WhcHighInit><WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>`, c.WhcHigh, c.WhcHigh)
+	b.WriteString(`<Internal>`)
+	if c.SocketReceiveBuffer > 0 {
+		// max alone: request this much, accept what the kernel grants.
+		fmt.Fprintf(&b, `<SocketReceiveBufferSize max="%dB"/>`, c.SocketReceiveBuffer)
+	}
+	if c.WriteBatch {
+		b.WriteString(`<WriteBatch>true</WriteBatch>`)
+	}
+	fmt.Fprintf(&b, `<Watermarks><WhcHigh>%dB</WhcHigh><WhcHighInit>%dB</WhcHighInit><WhcAdaptive>false</WhcAdaptive></Watermarks></Internal>`, c.WhcHigh, c.WhcHigh)
 	b.WriteString(c.SecurityXML)
 	b.WriteString(c.ExtraXML)
 	b.WriteString(`</Domain></CycloneDDS>`)

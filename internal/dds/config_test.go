@@ -16,7 +16,7 @@ func TestConfigXML(t *testing.T) {
 		{
 			name:    "defaults",
 			cfg:     Config{Domain: 7},
-			want:    []string{`<LeaseDuration>2s</LeaseDuration>`, `<WhcHigh>4194304B</WhcHigh>`, `<WhcHighInit>4194304B</WhcHighInit>`, `<WhcAdaptive>false</WhcAdaptive>`},
+			want:    []string{`<LeaseDuration>2s</LeaseDuration>`, `<SocketReceiveBufferSize max="4194304B"/>`, `<WhcHigh>4194304B</WhcHigh>`, `<WhcHighInit>4194304B</WhcHighInit>`, `<WhcAdaptive>false</WhcAdaptive>`},
 			notWant: []string{`AllowMulticast`, `<Peers>`, `ParticipantIndex`, `NetworkInterface`},
 		},
 		{
@@ -33,7 +33,29 @@ func TestConfigXML(t *testing.T) {
 		{
 			name: "lease and watermark",
 			cfg:  Config{LeaseDuration: 1500 * time.Millisecond, WhcHigh: 3 << 20, MaxAutoParticipantIndex: 50, Peers: []string{"a"}},
-			want: []string{`<LeaseDuration>1500ms</LeaseDuration>`, `<WhcHigh>3145728B</WhcHigh>`, `<MaxAutoParticipantIndex>50</MaxAutoParticipantIndex>`},
+			want: []string{`<LeaseDuration>1500ms</LeaseDuration>`, `<WhcHigh>3145728B</WhcHigh>`, `<MaxAutoParticipantIndex>50</MaxAutoParticipantIndex>`,
+				`<SocketReceiveBufferSize max="3145728B"/>`},
+		},
+		{
+			name: "socket receive buffer set",
+			cfg:  Config{SocketReceiveBuffer: 8 << 20},
+			want: []string{`<Internal><SocketReceiveBufferSize max="8388608B"/><Watermarks>`},
+		},
+		{
+			name:    "write batching off by default",
+			cfg:     Config{},
+			notWant: []string{`WriteBatch`},
+		},
+		{
+			name: "write batching",
+			cfg:  Config{WriteBatch: true},
+			want: []string{`<WriteBatch>true</WriteBatch>`},
+		},
+		{
+			name:    "socket receive buffer left to Cyclone",
+			cfg:     Config{SocketReceiveBuffer: -1},
+			want:    []string{`<Internal><Watermarks>`},
+			notWant: []string{`SocketReceiveBufferSize`},
 		},
 		{
 			name: "sub-ms lease",
@@ -81,6 +103,7 @@ func TestConfigValidate(t *testing.T) {
 		{Domain: 233},
 		{LeaseDuration: time.Millisecond},
 		{WhcHigh: -1},
+		{SocketReceiveBuffer: 1 << 31},
 		{MaxAutoParticipantIndex: 500},
 		{Peers: []string{" "}},
 	}
@@ -100,6 +123,9 @@ func TestConfigAcceptedByCyclone(t *testing.T) {
 	for i, c := range []Config{
 		{Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: 1500 * time.Millisecond, MaxMessageSize: 65500, FragmentSize: 8000},
 		{Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: 10500 * time.Microsecond, WhcHigh: 3 << 20},
+		// Far above any usual net.core.rmem_max: Cyclone must take what
+		// the kernel grants rather than fail.
+		{Interface: "lo", Peers: []string{"127.0.0.1"}, SocketReceiveBuffer: 1 << 30, WriteBatch: true},
 	} {
 		c.Domain = testDomain(t)
 		p, err := NewParticipant(c)

@@ -8,8 +8,11 @@
 //
 //   - The Cyclone configuration (Config.XML): domain, NIC, unicast peers
 //     (multicast off, ParticipantIndex=auto, raised MaxAutoParticipantIndex),
-//     participant lease, writer history high-water mark, optional DDS
-//     Security and expert XML.
+//     participant lease, writer history high-water mark, a socket receive
+//     buffer request as large as that mark (a smaller one overflowed under
+//     a full window and cost a NACK round per lost datagram), optional
+//     write batching (Config.WriteBatch: Writer.Queue, Flush), optional
+//     DDS Security and expert XML.
 //
 //   - The wire type dyad::Envelope (dyad.idl) and its generated C type
 //     support (dyad.c, dyad.h — checked in). Regenerate after editing the IDL

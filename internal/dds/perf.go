@@ -49,6 +49,11 @@ type PerfOptions struct {
 	// StampWrites makes PingPong measure its pings' writes
 	// (Writer.WriteStamped) into Stats.Writes.
 	StampWrites bool
+	// Burst makes Throughput Queue its samples and Flush after every
+	// Burst of them (the participant needs Config.WriteBatch to batch
+	// them into shared datagrams, as ddsperf's publisher does). 0: each
+	// sample is written on its own.
+	Burst int
 }
 
 // PerfWrite is one of PingPong's stamped ping writes: Send is the Write
@@ -485,11 +490,20 @@ func Throughput(ctx context.Context, p *Participant, opt PerfOptions, size int, 
 	start := time.Now()
 	deadline := start.Add(dur)
 	var n uint64
+	write := w.Write
+	if opt.Burst > 0 {
+		write = w.Queue
+	}
 	for i := 0; ; i++ {
 		if i&63 == 0 && time.Now().After(deadline) {
 			break
 		}
-		err := w.Write(&Header{Kind: perfData, Index: n}, payload)
+		err := write(&Header{Kind: perfData, Index: n}, payload)
+		if opt.Burst > 0 && (i+1)%opt.Burst == 0 {
+			if ferr := w.Flush(); ferr != nil {
+				return st, ferr
+			}
+		}
 		if errors.Is(err, ErrTimeout) {
 			st.Timeouts++
 			continue

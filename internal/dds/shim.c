@@ -26,7 +26,7 @@ static int64_t dyad_ns(clockid_t c)
   return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, dyad_wstamp *st)
+dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, int flush, dyad_wstamp *st)
 {
   dyad_Envelope s;
   struct rusage r0, r1;
@@ -34,7 +34,11 @@ dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *
   int64_t w0 = dyad_ns(CLOCK_MONOTONIC);
   getrusage(RUSAGE_THREAD, &r0);
   int64_t c0 = dyad_ns(CLOCK_THREAD_CPUTIME_ID);
-  dds_return_t rc = wr == 0 ? 0 : dds_write(wr, &s);
+  dds_return_t rc = 0;
+  if (wr != 0) {
+    rc = dds_write(wr, &s);
+    if (flush) dds_write_flush(wr);
+  }
   int64_t c1 = dyad_ns(CLOCK_THREAD_CPUTIME_ID);
   getrusage(RUSAGE_THREAD, &r1);
   int64_t w1 = dyad_ns(CLOCK_MONOTONIC);
@@ -45,11 +49,15 @@ dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *
   return rc;
 }
 
-dds_return_t dyad_write(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len)
+dds_return_t dyad_write(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, int flush)
 {
   dyad_Envelope s;
   dyad_envelope(&s, h, buf, len);
-  return dds_write(wr, &s);
+  dds_return_t rc = dds_write(wr, &s);
+  /* Also after a failed write: one refused at the high-water mark has
+     already sent what was batched, and a flush of nothing sends nothing. */
+  if (flush) dds_write_flush(wr);
+  return rc;
 }
 
 dyad_rx *dyad_rx_new(dds_entity_t participant, dds_entity_t reader, uint32_t max)

@@ -19,8 +19,11 @@ typedef struct dyad_hdr {
 } dyad_hdr;
 
 // dyad_write serialises one Envelope whose payload aliases buf (a Go slice).
-// dds_write copies/serialises synchronously, so buf is not retained.
-dds_return_t dyad_write(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len);
+// dds_write copies/serialises synchronously, so buf is not retained. With
+// flush it then sends what the writer batched (dds_write_flush; only a
+// domain with Internal/WriteBatch batches, otherwise dds_write has sent
+// the sample already and the flush finds nothing).
+dds_return_t dyad_write(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, int flush);
 
 // dyad_wstamp is what dyad_write_stamped measured of one dds_write on the
 // calling thread: its wall time (CLOCK_MONOTONIC), the thread's CPU time
@@ -38,7 +41,7 @@ typedef struct dyad_wstamp {
 // wall clock's reads are the outermost, then getrusage's, then the CPU
 // clock's, so the CPU time lies within the wall time. wr 0 stamps nothing
 // (no write): what the stamping itself costs.
-dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, dyad_wstamp *st);
+dds_return_t dyad_write_stamped(dds_entity_t wr, const dyad_hdr *h, const void *buf, uint32_t len, int flush, dyad_wstamp *st);
 
 // dyad_rx is a per-reader receive area in C memory. The Go side reads the
 // loaned samples directly (no cgo call) and hands the loan back on the next

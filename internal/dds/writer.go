@@ -66,9 +66,37 @@ func (p *Participant) NewWriter(topic string, qos QoS) (*Writer, error) {
 // Write returns: dds_write serialises synchronously). It blocks at most the
 // writer's MaxBlockingTime when the history is at the high-water mark and
 // then returns an error for which errors.Is(err, ErrTimeout) holds; the
-// sample was not sent. One cgo call per Write.
+// sample was not sent. One cgo call per Write. In a participant with
+// Config.WriteBatch, Write also sends what Queue batched before it, in
+// the same call: a Write is always on the wire when it returns.
 func (w *Writer) Write(h *Header, payload []byte) error {
-	return w.write(h, payload, nil)
+	return w.write(h, payload, nil, w.p.cfg.WriteBatch)
+}
+
+// Queue is Write without the send, in a participant with
+// Config.WriteBatch: the sample is serialised into the writer's history
+// and batched with the samples queued after it into as few datagrams as
+// Cyclone's MaxMessageSize allows, which go out on the next Flush or
+// Write, or as soon as a datagram is full (or the writer reaches its
+// high-water mark). A caller that queues must Flush when it has nothing
+// more to write at once: otherwise the samples reach the peer only
+// through the reliable protocol's repair (a heartbeat announces them, the
+// peer asks), a heartbeat interval or more later. Without WriteBatch,
+// Queue is Write. One cgo call.
+func (w *Writer) Queue(h *Header, payload []byte) error {
+	return w.write(h, payload, nil, false)
+}
+
+// Flush sends what Queue batched on this writer (dds_write_flush); with
+// nothing batched it sends nothing. One cgo call.
+func (w *Writer) Flush() error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	C.dds_write_flush(w.handle)
+	return nil
 }
 
 // WriteStamp is what WriteStamped measured of one write. Instrumentation
@@ -102,7 +130,7 @@ func StampCost(n int) WriteStamp {
 	for range max(n, 1) {
 		var ws C.dyad_wstamp
 		t0 := time.Now()
-		C.dyad_write_stamped(0, &hdr, nil, 0, &ws)
+		C.dyad_write_stamped(0, &hdr, nil, 0, 0, &ws)
 		calls = append(calls, int64(time.Since(t0)))
 		walls, cpus = append(walls, int64(ws.wall_ns)), append(cpus, int64(ws.cpu_ns))
 	}
@@ -111,12 +139,14 @@ func StampCost(n int) WriteStamp {
 }
 
 // WriteStamped is Write measuring the write into st (a few clock reads
-// and two getrusage calls more than Write).
+// and two getrusage calls more than Write; the flush of a batching
+// participant is inside the measured write).
 func (w *Writer) WriteStamped(h *Header, payload []byte, st *WriteStamp) error {
-	return w.write(h, payload, st)
+	return w.write(h, payload, st, w.p.cfg.WriteBatch)
 }
 
-func (w *Writer) write(h *Header, payload []byte, st *WriteStamp) error {
+// write writes one sample and, with flush, sends what the writer batched.
+func (w *Writer) write(h *Header, payload []byte, st *WriteStamp, flush bool) error {
 	hdr := C.dyad_hdr{
 		version: C.uint16_t(h.Version),
 		kind:    C.uint16_t(h.Kind),
@@ -138,12 +168,16 @@ func (w *Writer) write(h *Header, payload []byte, st *WriteStamp) error {
 	if w.closed {
 		return ErrClosed
 	}
+	var fl C.int
+	if flush {
+		fl = 1
+	}
 	if st == nil {
-		return ddsErr("dds_write", C.dyad_write(w.handle, &hdr, ptr, C.uint32_t(len(payload))))
+		return ddsErr("dds_write", C.dyad_write(w.handle, &hdr, ptr, C.uint32_t(len(payload)), fl))
 	}
 	var ws C.dyad_wstamp
 	t0 := time.Now()
-	rc := C.dyad_write_stamped(w.handle, &hdr, ptr, C.uint32_t(len(payload)), &ws)
+	rc := C.dyad_write_stamped(w.handle, &hdr, ptr, C.uint32_t(len(payload)), fl, &ws)
 	*st = WriteStamp{Call: time.Since(t0), Write: time.Duration(ws.wall_ns), CPU: time.Duration(ws.cpu_ns),
 		Voluntary: int64(ws.nvcsw), Involuntary: int64(ws.nivcsw)}
 	return ddsErr("dds_write", rc)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -63,5 +64,83 @@ func TestWriteStamped(t *testing.T) {
 	var st WriteStamp
 	if err := w.WriteStamped(&Header{}, nil, &st); !errors.Is(err, ErrClosed) {
 		t.Errorf("WriteStamped after Close: %v", err)
+	}
+}
+
+// TestWriteBatch checks Queue and Flush: in a batching domain the queued
+// samples all arrive, in order and intact, once flushed, and a Write
+// after a Queue sends both; without WriteBatch a queued sample arrives
+// with no Flush at all.
+func TestWriteBatch(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("WriteBatch=%v", batch), func(t *testing.T) {
+			cfg := loopbackCfg(t)
+			cfg.WriteBatch = batch
+			pa, err := NewParticipant(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pa.Close()
+			pb, err := NewParticipant(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pb.Close()
+			const topic = "dyad_test_batch"
+			w, err := pa.NewWriter(topic, QoS{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := pb.NewReader(topic, ReaderOptions{Mode: ReceiveThread, Buffer: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			waitMatched(t, ctx, w, r)
+			next := uint64(1)
+			expect := func(n int) {
+				t.Helper()
+				for range n {
+					select {
+					case s := <-r.C():
+						if s.Index != next || !bytes.Equal(s.Payload, payloadFor(next, 200)) {
+							t.Fatalf("got sample %d (%d bytes), want %d and its payload", s.Index, len(s.Payload), next)
+						}
+						s.Release()
+						next++
+					case <-ctx.Done():
+						t.Fatalf("sample %d never arrived", next)
+					}
+				}
+			}
+			queue := func(idx uint64) {
+				t.Helper()
+				if err := w.Queue(&Header{Index: idx}, payloadFor(idx, 200)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A burst several datagrams long (200-byte samples, 14 KiB
+			// datagrams).
+			for i := range uint64(200) {
+				queue(next + i)
+			}
+			if batch {
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expect(200)
+			// Write sends what was queued before it.
+			queue(next)
+			if err := w.Write(&Header{Index: next + 1}, payloadFor(next+1, 200)); err != nil {
+				t.Fatal(err)
+			}
+			expect(2)
+			w.Close()
+			if err := w.Flush(); !errors.Is(err, ErrClosed) {
+				t.Errorf("Flush after Close: %v", err)
+			}
+		})
 	}
 }

@@ -86,6 +86,13 @@
 // counted in SendBlocked (dyad_replication_send_blocked_total), refused
 // ones in SendTimeouts (dyad_dds_send_timeouts_total).
 //
+// SendAll sends several messages as Send would, in order. In a participant
+// with dds.Config.WriteBatch it queues their writes and flushes each class
+// it wrote to once before it returns, so the messages share datagrams
+// (Send still flushes every write), and the flusher drains a backlog the
+// same way. The server keeps WriteBatch off until its loop sends a turn's
+// messages with one SendAll.
+//
 // # Goroutines and locks
 //
 // Net owns one goroutine, the flusher, which writes backlogs out (it

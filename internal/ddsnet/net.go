@@ -147,7 +147,15 @@ type inlet struct {
 	hdrs []dds.Header
 	offs []int
 	pend []byte
+	// pendHint is the previous batch's payload bytes (at most
+	// maxPendHint): a new pend starts with that room, so that a steady
+	// stream is copied once instead of regrown from nothing per batch.
+	pendHint int
 }
+
+// maxPendHint bounds inlet.pendHint, so that one batch of large entries
+// does not make every later batch reserve as much.
+const maxPendHint = 1 << 20
 
 // Stats are a Net's counters since New.
 type Stats struct {
@@ -422,6 +430,9 @@ func (n *Net) collect(in *inlet, h *dds.Header, p []byte) {
 	}
 	in.hdrs = append(in.hdrs, *h)
 	in.offs = append(in.offs, len(in.pend))
+	if in.pend == nil {
+		in.pend = make([]byte, 0, max(in.pendHint, len(p)))
+	}
 	in.pend = append(in.pend, p...)
 }
 
@@ -430,6 +441,9 @@ func (n *Net) collect(in *inlet, h *dds.Header, p []byte) {
 func (n *Net) build(in *inlet, c transport.Class) []*transport.Message {
 	hdrs, offs, buf := in.hdrs, in.offs, in.pend
 	in.hdrs, in.offs, in.pend = hdrs[:0], offs[:0], nil
+	if len(hdrs) > 0 {
+		in.pendHint = min(len(buf), maxPendHint)
+	}
 	if len(hdrs) == 0 {
 		return nil
 	}

@@ -47,7 +47,38 @@ func blocking(c transport.Class) bool { return c == transport.Catchup }
 // class, and beyond that Send returns transport.ErrTimeout at once
 // (counted in SendTimeouts). A Catchup Send waits at the mark up to
 // SendTimeout, then returns ErrTimeout.
-func (n *Net) Send(m *transport.Message) error {
+func (n *Net) Send(m *transport.Message) error { return n.send(m, nil) }
+
+// SendAll sends ms in order, each as Send would, and returns how many it
+// took (sent, or queued behind a writer at its high-water mark) and the
+// error of the first one it did not take. In a participant with
+// dds.Config.WriteBatch the messages of one class share datagrams: each
+// but a Catchup message is queued (dds.Writer.Queue) and every class
+// written is flushed once before SendAll returns, so a burst of small
+// messages costs a few datagrams instead of one each. Without
+// WriteBatch, SendAll is a loop of Sends.
+func (n *Net) SendAll(ms []*transport.Message) (int, error) {
+	var flush uint32 // classes with samples to flush, 1<<c
+	defer func() {
+		for c := transport.Class(0); flush != 0; c++ {
+			if flush&(1<<c) != 0 {
+				flush &^= 1 << c
+				n.w[c].Flush() // fails only once closed, when nothing is sent anyway
+			}
+		}
+	}()
+	for i, m := range ms {
+		if err := n.send(m, &flush); err != nil {
+			return i, err
+		}
+	}
+	return len(ms), nil
+}
+
+// send is Send; with flush (SendAll) in a batching participant a
+// non-blocking class's write only queues, and the class is added to
+// *flush for the caller to flush.
+func (n *Net) send(m *transport.Message, flush *uint32) error {
 	if m.Class >= transport.NumClasses {
 		return fmt.Errorf("ddsnet: no class %d", m.Class)
 	}
@@ -79,7 +110,13 @@ func (n *Net) Send(m *transport.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.backlog) == 0 {
-		err := n.write(m.Class, &h, payload)
+		var err error
+		if flush != nil && n.cfg.DDS.WriteBatch {
+			err = n.w[m.Class].Queue(&h, payload)
+			*flush |= 1 << m.Class
+		} else {
+			err = n.write(m.Class, &h, payload)
+		}
 		if !errors.Is(err, dds.ErrTimeout) {
 			return n.sendErr(err)
 		}
@@ -172,14 +209,22 @@ func (n *Net) flusher() {
 // flush writes class c's backlog until it is empty (true) or the writer
 // refuses again (false). A write that fails otherwise (the writer closed)
 // drops the backlog: the transport is going away, and RELIABLE delivery
-// ends with it.
+// ends with it. In a batching participant the backlog's samples are
+// queued and go out together (Cyclone sends what was queued when a write
+// is refused at the mark, and the deferred Flush the rest), not one
+// datagram each.
 func (n *Net) flush(c transport.Class) bool {
 	o := &n.out[c]
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	write := n.w[c].Write
+	if n.cfg.DDS.WriteBatch {
+		write = n.w[c].Queue
+		defer n.w[c].Flush()
+	}
 	for len(o.backlog) > 0 {
 		q := &o.backlog[0]
-		err := n.w[c].Write(&q.h, q.payload)
+		err := write(&q.h, q.payload)
 		if errors.Is(err, dds.ErrTimeout) {
 			return false
 		}

@@ -89,11 +89,16 @@ func ParsePing(out string) (RTT, error) {
 	return r, nil
 }
 
-// ParseSub returns the best one-second interval's rate from ddsperf sub
-// output, and an error if ddsperf reported lost samples (it must not with
-// KEEP_ALL).
+// ParseSub returns ddsperf sub's steady rate, and an error if ddsperf
+// reported lost samples (it must not with KEEP_ALL). ddsperf prints one
+// line per second; the first and the last second with data are partial
+// (discovery, the publisher stopping), so with three or more the rate is
+// the mean of the ones between, as dyad's rows are a whole phase's mean
+// (the best second alone overstated ddsperf against them); with fewer it
+// is the best second.
 func ParseSub(out string) (Tput, error) {
 	var t Tput
+	var ks, mb []float64
 	for _, l := range strings.Split(out, "\n") {
 		m := subLine.FindStringSubmatch(l)
 		if m == nil {
@@ -102,16 +107,33 @@ func ParseSub(out string) (Tput, error) {
 		if m[3] != "0" {
 			return t, fmt.Errorf("ddsperf sub reported %s lost samples", m[3])
 		}
-		ks, _ := strconv.ParseFloat(m[6], 64)
-		mb, _ := strconv.ParseFloat(m[7], 64)
-		if ks*1000 > t.Rate {
-			t.Rate, t.MBps = ks*1000, mb/8
+		delta, _ := strconv.Atoi(m[4])
+		if delta == 0 {
+			continue
 		}
+		k, _ := strconv.ParseFloat(m[6], 64)
+		b, _ := strconv.ParseFloat(m[7], 64)
+		ks, mb = append(ks, k), append(mb, b)
 		total, _ := strconv.Atoi(m[2])
 		t.Count = max(t.Count, total)
 	}
-	if t.Rate == 0 {
+	if len(ks) == 0 {
 		return t, fmt.Errorf("ddsperf sub: no data in output:\n%s", lastLines(out, 5))
+	}
+	if len(ks) >= 3 {
+		ks, mb = ks[1:len(ks)-1], mb[1:len(mb)-1]
+		var sk, sm float64
+		for i := range ks {
+			sk, sm = sk+ks[i], sm+mb[i]
+		}
+		n := float64(len(ks))
+		t.Rate, t.MBps = sk/n*1000, sm/n/8
+		return t, nil
+	}
+	for i := range ks {
+		if ks[i]*1000 > t.Rate {
+			t.Rate, t.MBps = ks[i]*1000, mb[i]/8
+		}
 	}
 	return t, nil
 }

@@ -40,6 +40,7 @@ func TestParseSub(t *testing.T) {
 	line := func(total, lost, rate, mbps string) string {
 		return "[9] 3.000  size 1024 total " + total + " lost " + lost + " delta 5 lost " + lost + " rate " + rate + " kS/s " + mbps + " Mb/s (1.00 kS/s 8.00 Mb/s)\n"
 	}
+	idle := "[9] 6.000  size 1024 total 510 lost 0 delta 0 lost 0 rate 0.00 kS/s 0.00 Mb/s (1.00 kS/s 8.00 Mb/s)\n"
 	tests := []struct {
 		name    string
 		out     string
@@ -47,8 +48,11 @@ func TestParseSub(t *testing.T) {
 		wantErr bool
 	}{
 		{"no data", "[9] participant gone\n", Tput{}, true},
-		{"best interval", line("100", "0", "10.00", "80.00") + line("300", "0", "20.00", "160.00") + line("310", "0", "0.01", "0.08"),
-			Tput{Count: 310, Rate: 20000, MBps: 20}, false},
+		{"best of two intervals", line("100", "0", "10.00", "80.00") + line("300", "0", "20.00", "160.00"),
+			Tput{Count: 300, Rate: 20000, MBps: 20}, false},
+		{"mean of the full intervals", line("100", "0", "50.00", "400.00") + line("300", "0", "20.00", "160.00") +
+			line("500", "0", "30.00", "240.00") + line("510", "0", "0.01", "0.08") + idle,
+			Tput{Count: 510, Rate: 25000, MBps: 25}, false},
 		{"loss is an error", line("100", "3", "10.00", "80.00"), Tput{}, true},
 	}
 	for _, tc := range tests {

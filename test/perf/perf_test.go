@@ -56,7 +56,8 @@ func TestPerfSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"dyad-inline": false, "dyad-channel": false, "dyad-waitset": false, "dyad-ddsnet": false, "dyad-pair": false}
+	want := map[string]bool{"dyad-inline": false, "dyad-inline+batch": false, "dyad-channel": false, "dyad-waitset": false,
+		"dyad-ddsnet": false, "dyad-ddsnet+batch": false, "dyad-pair": false}
 	if haveDdsperf {
 		want["ddsperf"] = false
 	}
