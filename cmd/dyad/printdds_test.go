@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,5 +63,29 @@ func TestPrintDDSConfigSingleNode(t *testing.T) {
 	cmd.SetArgs([]string{"--print-dds-config", "--data-dir", filepath.Join(t.TempDir(), "data")})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--initial-cluster") {
 		t.Fatalf("err = %v, want one naming --initial-cluster", err)
+	}
+}
+
+func TestRmemShortfall(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		rmemMax, want int64
+		warn          bool
+	}{
+		{"unknown", -1, 4 << 20, false},
+		{"kernel default", 212992, 4 << 20, true},
+		{"just below", 4<<20 - 1, 4 << 20, true},
+		{"equal", 4 << 20, 4 << 20, false},
+		{"above", 8 << 20, 4 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rmemShortfall(tc.rmemMax, tc.want)
+			if (got != "") != tc.warn {
+				t.Fatalf("rmemShortfall(%d, %d) = %q, want a warning: %v", tc.rmemMax, tc.want, got, tc.warn)
+			}
+			if tc.warn && !strings.Contains(got, fmt.Sprintf("net.core.rmem_max=%d", tc.want)) {
+				t.Fatalf("warning %q does not say which value to set", got)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -359,6 +360,9 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 		reg.MustRegister(tr.Collectors()...)
 		plan.repl.Transport = tr
 		cfg.Repl = &plan.repl
+		if w := rmemShortfall(readRmemMax(), ddsConfig(f, plan).WhcHigh); w != "" {
+			log.Warn(w, "sysctl", "net.core.rmem_max")
+		}
 		log.Info("two-zone pair", "self", plan.self.name, "peer", plan.peer.name, "peer-host", plan.peer.host,
 			"cluster-id", fmt.Sprintf("%x", plan.clusterID), "member-id", fmt.Sprintf("%x", plan.memberID),
 			"dds-domain", f.cluster.ddsDomain, "dds-interface", plan.iface, "dds-security", plan.securityXML != "", "preferred", plan.repl.Preferred)
@@ -547,6 +551,39 @@ func ddsConfig(f *serveFlags, plan *pairPlan) dds.Config {
 		Domain: f.cluster.ddsDomain, Interface: plan.iface, Peers: []string{plan.peer.host},
 		WhcHigh: whc, SecurityXML: plan.securityXML, ExtraXML: plan.extraXML,
 	}
+}
+
+// rmemMaxPath is where Linux shows the largest socket receive buffer a
+// process may ask for.
+const rmemMaxPath = "/proc/sys/net/core/rmem_max"
+
+// readRmemMax reads net.core.rmem_max (bytes); -1 when it cannot be read
+// (not Linux, no /proc).
+func readRmemMax() int64 {
+	b, err := os.ReadFile(rmemMaxPath)
+	if err != nil {
+		return -1
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// rmemShortfall says what is wrong when the kernel caps the DDS sockets'
+// receive buffer (dds.Config.SocketReceiveBuffer, the writers'
+// high-water mark want) below what a writer may send in one burst, and ""
+// when it does not or rmemMax is unknown (< 0). Cyclone takes what the
+// kernel grants without an error, and a burst the buffer cannot hold is
+// dropped and repaired only after a NACK round: on a host left at Linux's
+// default (208 KiB) the replication stream of 4 KiB writes runs at about a
+// tenth of its rate (docs/BENCHMARKS.md, dyad perf).
+func rmemShortfall(rmemMax, want int64) string {
+	if rmemMax < 0 || rmemMax >= want {
+		return ""
+	}
+	return fmt.Sprintf("net.core.rmem_max is %d bytes, below the %d bytes the DDS sockets ask for: bursts of replication can overflow the receive buffer and wait for retransmission; raise it on both zones (sysctl -w net.core.rmem_max=%d)", rmemMax, want, want)
 }
 
 // printDDSConfig writes the Cyclone DDS XML that serve with f would give
