@@ -172,12 +172,18 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 }
 
 // Txn runs a transaction through the log (read-only ones too: they consume
-// no revision, and ride along in a group commit).
+// no revision, and ride along in a group commit), except one whose
+// compares fail with a failure branch that only reads: that one is a
+// linearizable read (txnAsRead).
 func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if txnHasPut(r) {
 		if err := s.checkSpace(r.Size()); err != nil {
 			return nil, err
 		}
+	}
+	if out, ok := s.txnAsRead(ctx, r); ok {
+		s.FillHeader(out.Header)
+		return out, nil
 	}
 	resp, err := s.propose(ctx, &pb.InternalRaftRequest{Txn: r})
 	if err != nil {

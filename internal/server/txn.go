@@ -201,7 +201,7 @@ type txnPath struct {
 func (s *Server) evalPath(w *mvcc.WriteTxn, t *pb.TxnRequest) (*txnPath, error) {
 	ok := true
 	for _, c := range t.Compare {
-		match, err := compare(w, c)
+		match, err := compare(w.Range, c)
 		if err != nil {
 			return nil, err
 		}
@@ -321,8 +321,8 @@ func (s *Server) execTxn(w *mvcc.WriteTxn, t *pb.TxnRequest, path *txnPath) (*pb
 // compare evaluates one txn compare as etcd does: over a range every key
 // must match; a missing key compares as zero values, except that a value
 // compare on a missing key is always false.
-func compare(w *mvcc.WriteTxn, c *pb.Compare) (bool, error) {
-	rr, err := w.Range(c.Key, c.RangeEnd, mvcc.RangeOptions{})
+func compare(read rangeFunc, c *pb.Compare) (bool, error) {
+	rr, err := read(c.Key, c.RangeEnd, mvcc.RangeOptions{})
 	if err != nil {
 		return false, err
 	}
