@@ -8,33 +8,40 @@ import (
 	"github.com/dyad-db/dyad/internal/mvcc"
 )
 
-// A txn whose compares fail and whose failure branch only reads changes
-// nothing: its answer is the failure branch's reads at the revision the
-// compares were decided at. Kubernetes sends many of these: every
-// GuaranteedUpdate from a stale cache (If ModRevision(k) == seen, Then
-// Put, Else Get) and every Create of an existing object fails its compare.
-// Logging them costs a log entry carrying the unused put (a WAL append and
-// a replication round trip of about an object's size), where a
-// linearizable read costs at most the wait for writes already in flight.
+// A txn that cannot write changes nothing: its answer is the reads of the
+// branch its compares choose, at the revision they were decided at. Two
+// kinds are such: a txn whose every op, in both branches, is a Range (a
+// read-only txn, which etcd serves as a linearizable read too), and one
+// whose compares fail while its failure branch only reads. Kubernetes
+// sends many of the second kind: every GuaranteedUpdate from a stale
+// cache (If ModRevision(k) == seen, Then Put, Else Get) and every Create
+// of an existing object fails its compare. Logging them costs a log entry
+// carrying the unused put (a journal append and a replication round trip
+// of about an object's size), where a linearizable read costs at most the
+// wait for writes already in flight.
 //
 // txnAsRead serves such a txn as a linearizable read. It is linearized at
 // the read's point, as a Range would be: everything acknowledged before
 // the txn arrived is visible there (linearizable), and a txn that writes
 // nothing may take effect at any point inside its call. Whenever the
-// answer is not certain to be a read-only one (the compares hold at that
-// point, or reading fails), ok is false and the caller logs the txn as
-// before, so the log stays the judge of every txn that may write, and of
-// every error.
+// answer is not certain to be a read-only one (the compares of a txn
+// that may write hold at that point, or reading fails), ok is false and
+// the caller logs the txn as before, so the log stays the judge of every
+// txn that may write, and of every error.
 //
-// The compares are first tried against the state already visible here,
-// without waiting: when they hold there, the txn very likely writes and
-// is logged at once, so a successful update pays nothing for this path.
+// The compares of a txn that may write are first tried against the state
+// already visible here, without waiting: when they hold there, the txn
+// very likely writes and is logged at once, so a successful update pays
+// nothing for this path.
 func (s *Server) txnAsRead(ctx context.Context, t *pb.TxnRequest) (resp *pb.TxnResponse, ok bool) {
-	if len(t.Compare) == 0 || !onlyRanges(t.Failure) {
-		return nil, false
-	}
-	if holds, err := s.comparesHoldAt(t, s.store.ReadableRev()); err != nil || holds {
-		return nil, false
+	readOnly := onlyRanges(t.Success) && onlyRanges(t.Failure)
+	if !readOnly {
+		if len(t.Compare) == 0 || !onlyRanges(t.Failure) {
+			return nil, false
+		}
+		if holds, err := s.comparesHoldAt(t, s.store.ReadableRev()); err != nil || holds {
+			return nil, false
+		}
 	}
 	if s.linearizable(ctx) != nil {
 		// Refused as a read (no read lease here, a hand-over, a stop):
@@ -45,11 +52,13 @@ func (s *Server) txnAsRead(ctx context.Context, t *pb.TxnRequest) (resp *pb.TxnR
 	// One revision for the compares and the reads, as one logged txn
 	// sees one state.
 	rev := s.store.ReadableRev()
-	if holds, err := s.comparesHoldAt(t, rev); err != nil || holds {
+	holds, err := s.comparesHoldAt(t, rev)
+	if err != nil || holds && !readOnly {
 		return nil, false
 	}
-	resp = &pb.TxnResponse{Header: &pb.ResponseHeader{Revision: rev}, Responses: make([]*pb.ResponseOp, 0, len(t.Failure))}
-	for _, op := range t.Failure {
+	ops := branch(t, holds)
+	resp = &pb.TxnResponse{Succeeded: holds, Header: &pb.ResponseHeader{Revision: rev}, Responses: make([]*pb.ResponseOp, 0, len(ops))}
+	for _, op := range ops {
 		rr, err := rangeKV(s.rangeAt(rev), op.GetRequestRange())
 		if err != nil {
 			// A range at its own revision that is compacted or in the

@@ -11,9 +11,9 @@ import (
 // A GuaranteedUpdate whose compare fails (If ModRevision(k) == stale, Then
 // Put, Else Get) writes nothing: on either node of a pair it is answered
 // as a linearizable read, with no log entry, and its Else branch shows the
-// newest acknowledged value. Its compare holding, or a failure branch that
-// writes, still goes through the log.
-func TestFailedCompareTxnIsAReadOnBothNodes(t *testing.T) {
+// newest acknowledged value; so is a read-only txn. Its compare holding,
+// or a failure branch that writes, still goes through the log.
+func TestTxnThatCannotWriteIsAReadOnBothNodes(t *testing.T) {
 	a, b := newPair(t)
 	waitLease(t, b)
 	c := ctx(t)
@@ -43,6 +43,15 @@ func TestFailedCompareTxnIsAReadOnBothNodes(t *testing.T) {
 		}
 		if r.Header.Revision < modRev {
 			t.Fatalf("%s: header revision %d below the acknowledged write's %d", n.cfg.Name, r.Header.Revision, modRev)
+		}
+		// A read-only txn whose compare holds: its Then branch, unlogged.
+		ro, err := n.cli.Txn(c).If(clientv3.Compare(clientv3.ModRevision("pod"), "=", modRev)).
+			Then(clientv3.OpGet("pod")).Else(clientv3.OpGet("missing")).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kvs := ro.Responses[0].GetResponseRange().GetKvs(); !ro.Succeeded || len(kvs) != 1 || string(kvs[0].Value) != "v1" {
+			t.Fatalf("%s: read-only txn succeeded %v, read %v, want pod=v1", n.cfg.Name, ro.Succeeded, kvs)
 		}
 		if after := server.AppliedIndex(a.srv); after != before {
 			t.Fatalf("%s: a txn that wrote nothing was logged (primary applied %d -> %d)", n.cfg.Name, before, after)
