@@ -171,10 +171,11 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 	return out, nil
 }
 
-// Txn runs a transaction through the log (read-only ones too: they consume
-// no revision, and ride along in a group commit), except one whose
-// compares fail with a failure branch that only reads: that one is a
-// linearizable read (txnAsRead).
+// Txn runs a transaction through the log, except one that cannot write (a
+// read-only txn, or one whose compares fail with a failure branch that
+// only reads): that one is a linearizable read (txnAsRead). A txn served
+// as a read counts in etcd_mvcc_txn_total of the member that serves it,
+// as a logged one counts on each member that applies it.
 func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if txnHasPut(r) {
 		if err := s.checkSpace(r.Size()); err != nil {
@@ -182,6 +183,7 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 		}
 	}
 	if out, ok := s.txnAsRead(ctx, r); ok {
+		s.m.Txns.Inc()
 		s.FillHeader(out.Header)
 		return out, nil
 	}
