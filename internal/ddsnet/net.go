@@ -93,6 +93,9 @@ type Net struct {
 	stop    chan struct{}
 	flushed chan struct{}
 
+	// unstamped turns Config.OnWrite off (StampWrites).
+	unstamped atomic.Bool
+
 	// Counters (Stats).
 	sendTimeouts atomic.Uint64
 	sendBlocked  atomic.Uint64

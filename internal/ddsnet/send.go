@@ -135,10 +135,11 @@ func (n *Net) send(m *transport.Message, flush *uint32) error {
 	return nil
 }
 
-// write is Send's write of class c, stamped for Config.OnWrite when set.
+// write is Send's write of class c, stamped for Config.OnWrite when set
+// and not turned off (StampWrites).
 func (n *Net) write(c transport.Class, h *dds.Header, payload []byte) error {
 	f := n.cfg.OnWrite
-	if f == nil {
+	if f == nil || n.unstamped.Load() {
 		return n.w[c].Write(h, payload)
 	}
 	var st dds.WriteStamp
@@ -146,6 +147,15 @@ func (n *Net) write(c transport.Class, h *dds.Header, payload []byte) error {
 	f(c, st)
 	return err
 }
+
+// StampWrites turns Config.OnWrite's stamping of Send's writes off (false)
+// or back on (true, the default). Off, Send writes as if OnWrite were
+// unset and does not call it: a stamped write costs two getrusage calls
+// and a few clock reads more than a plain one, which a throughput
+// measurement should not pay (dyad perf stamps its round trips only).
+// Safe to call from any goroutine; a Send running meanwhile may still
+// stamp.
+func (n *Net) StampWrites(on bool) { n.unstamped.Store(!on) }
 
 // sendErr maps a write's error to the transport's, counting timeouts.
 func (n *Net) sendErr(err error) error {
