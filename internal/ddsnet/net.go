@@ -52,8 +52,8 @@ type Config struct {
 	WaitSet bool
 	// OnWrite, if set, is called on Send's goroutine after each of Send's
 	// own writes (not the flusher's) of class c, with what the write
-	// measured (dds.Writer.WriteStamped). Instrumentation: dyad perf
-	// splits Send's time with it.
+	// measured (dds.Writer.WriteStamped), unless StampWrites turned it
+	// off. Instrumentation: dyad perf splits Send's time with it.
 	OnWrite func(c transport.Class, st dds.WriteStamp)
 }
 
@@ -92,6 +92,9 @@ type Net struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	flushed chan struct{}
+
+	// unstamped turns Config.OnWrite off (StampWrites).
+	unstamped atomic.Bool
 
 	// Counters (Stats).
 	sendTimeouts atomic.Uint64

@@ -3,6 +3,7 @@ package ddsnet
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,54 @@ func TestOnWriteStampsSends(t *testing.T) {
 		}
 		if st := stamps[i]; st.Write <= 0 || st.Call < st.Write {
 			t.Errorf("OnWrite %d: stamp %+v, want 0 < Write <= Call", i, st)
+		}
+	}
+}
+
+// StampWrites(false) stops the stamping: Send writes plainly and OnWrite is
+// not called, the message still arrives; StampWrites(true) resumes it.
+func TestStampWritesOff(t *testing.T) {
+	cfg := dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}
+	var calls atomic.Int64
+	a, err := New(Config{DDS: cfg, Cluster: 7, Node: 1, OnWrite: func(transport.Class, dds.WriteStamp) { calls.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{DDS: cfg, Cluster: 7, Node: 2})
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	got := make(chan *transport.Message, 16)
+	if err := a.Start(func(*transport.Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(func(m *transport.Message) { got <- m }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !a.PeerMatched() || !b.PeerMatched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the two nets never matched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, stamp := range []bool{false, false, true} {
+		a.StampWrites(stamp)
+		before := calls.Load()
+		if err := a.Send(&transport.Message{Class: transport.Log, Index: uint64(i), Payload: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		want := before
+		if stamp {
+			want++
+		}
+		if n := calls.Load(); n != want {
+			t.Errorf("Send %d with stamping %v: OnWrite called %d times, want %d", i, stamp, n-before, want-before)
+		}
+		if m := recv(t, got); m.Index != uint64(i) || !bytes.Equal(m.Payload, []byte{byte(i)}) {
+			t.Fatalf("received %+v, want #%d", *m, i)
 		}
 	}
 }

@@ -135,10 +135,11 @@ func (n *Net) send(m *transport.Message, flush *uint32) error {
 	return nil
 }
 
-// write is Send's write of class c, stamped for Config.OnWrite when set.
+// write is Send's write of class c, stamped for Config.OnWrite when set
+// and not turned off (StampWrites).
 func (n *Net) write(c transport.Class, h *dds.Header, payload []byte) error {
 	f := n.cfg.OnWrite
-	if f == nil {
+	if f == nil || n.unstamped.Load() {
 		return n.w[c].Write(h, payload)
 	}
 	var st dds.WriteStamp
@@ -146,6 +147,15 @@ func (n *Net) write(c transport.Class, h *dds.Header, payload []byte) error {
 	f(c, st)
 	return err
 }
+
+// StampWrites turns Config.OnWrite's stamping of Send's writes off (false)
+// or back on (true, the default). Off, Send writes as if OnWrite were
+// unset and does not call it: a stamped write costs two getrusage calls
+// and a few clock reads more than a plain one, which a throughput
+// measurement should not pay (dyad perf stamps its round trips only).
+// Safe to call from any goroutine; a Send running meanwhile may still
+// stamp.
+func (n *Net) StampWrites(on bool) { n.unstamped.Store(!on) }
 
 // sendErr maps a write's error to the transport's, counting timeouts.
 func (n *Net) sendErr(err error) error {
@@ -166,10 +176,17 @@ func (n *Net) sendErr(err error) error {
 // Close (before the participant is deleted); it sleeps while no backlog
 // waits. While one does, it waits for the peer's acknowledgements on the
 // writer that refused (flushWait at a time) and tries that class again
-// only once they are all in: a write refused at the mark makes Cyclone log
-// a warning, and a frozen peer would otherwise have one logged per wait.
-// A peer that goes away is no longer waited for (nothing is unacknowledged
-// without a matched reader), so the backlog then drains.
+// only once they are all in. Each refused write makes Cyclone send a
+// heartbeat that asks the peer for acknowledgements, so a frozen peer
+// would otherwise get one per wait; and retrying sooner does not pay:
+// a flusher that retried after 100 µs (doubling while refused) cut dyad
+// perf's 4 KiB throughput from about 25,000 to about 1,000 messages/s
+// (docs/BENCHMARKS.md). (Cyclone logs nothing for a refusal between two
+// processes; the "could not deliver data on time" errors of this
+// package's tests come from in-process peers, whose full reader refuses
+// a local delivery.) A peer that goes away is no longer waited for
+// (nothing is unacknowledged without a matched reader), so the backlog
+// then drains.
 func (n *Net) flusher() {
 	defer close(n.flushed)
 	for {
