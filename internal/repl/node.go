@@ -80,6 +80,11 @@ type Node struct {
 	lastSolo  bool
 
 	last, persisted, applied, commit uint64
+	// leadFrom: the last index this node held when it last started to
+	// lead (setRole). Everything acknowledged before that, by any leader,
+	// is in its log up to there; a read on the leader waits until the
+	// commit index covers it (readIndex).
+	leadFrom uint64
 	rev                              int64 // the revision of the newest persisted entry
 	// unapplied holds entries taken (proposed or followed) and not yet
 	// reported applied, oldest first; handed out as CommittedEntries up

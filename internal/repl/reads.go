@@ -11,8 +11,15 @@ package repl
 //     own state, and nobody else acknowledges writes while it leads alone
 //     (it went solo only once its replica's read lease had run out);
 //   - the primary while it holds its role lease, once its commit index
-//     covers the last index it had sequenced when the read arrived: every
-//     write acknowledged before the read began is in that prefix;
+//     covers both the commit index it knew when the read arrived and the
+//     last index it held when it started to lead: a leader acknowledges a
+//     write only once its commit index covers it (and the index never runs
+//     backwards while it leads), and every write acknowledged before it
+//     led, by it or its peer, is in the log it started from. Entries it had
+//     sequenced but not committed when the read arrived were not
+//     acknowledged, so the read does not wait for them (as etcd's
+//     ReadIndex waits for the commit index it knows, once its leader has
+//     committed in its own term);
 //   - the replica while it holds its read lease and is not replacing its
 //     state from a snapshot, once what it had durable when the read arrived
 //     is safe to show (replicaSafe).
@@ -31,6 +38,10 @@ package repl
 // readWait is a read registered with ReadIndex.
 type readWait struct {
 	id, index uint64
+	// last: on a leader, the last index it had sequenced when the read
+	// arrived; the read waits for it too while the pair does not speak
+	// ProtocolV3 (leaderIndex).
+	last uint64
 	// parked: arrived while this node was handing over and could not
 	// serve; index is not yet set.
 	parked bool
@@ -44,7 +55,7 @@ func (n *Node) ReadIndex(id uint64, now int64) {
 	n.advanceClock(now)
 	switch {
 	case n.mayServe():
-		n.reads = append(n.reads, readWait{id: id, index: n.readIndex()})
+		n.reads = append(n.reads, n.newRead(id))
 	case n.now < n.handoffUntil:
 		n.reads = append(n.reads, readWait{id: id, parked: true})
 	default:
@@ -68,14 +79,30 @@ func (n *Node) mayServe() bool {
 	return false
 }
 
-// readIndex is the index a read arriving now must see: the leader's last
-// sequenced entry, or what the replica holds durable (every write its
-// primary acknowledged is durable here first).
-func (n *Node) readIndex() uint64 {
+// newRead registers read id as arriving now. Its index is what it must
+// see: on a leader its commit index, or the last index it held when it
+// started to lead if that is higher; on the replica what it holds durable
+// (every write its primary acknowledged is durable here first).
+func (n *Node) newRead(id uint64) readWait {
 	if n.role == RoleReplica {
-		return n.persisted
+		return readWait{id: id, index: n.persisted}
 	}
-	return n.last
+	return readWait{id: id, index: max(n.commit, n.leadFrom), last: n.last}
+}
+
+// leaderIndex is the index a leader's read r waits for. A replica that
+// speaks only ProtocolV2 or older shows what it holds durable before the
+// commit index covers it (its leader flushed first, then sent), so a read
+// on it may already have seen an entry the leader has not committed; a
+// later read on the leader must then see it too, and waits for the last
+// index it had sequenced when it arrived, as such a pair always did. The
+// version is checked when the read is answered, so a pair that speaks an
+// older version by then is covered too.
+func (n *Node) leaderIndex(r readWait) uint64 {
+	if n.SendsBeforeFlush() {
+		return r.index
+	}
+	return max(r.index, r.last)
 }
 
 // replicaSafe reports whether a replica may show its durable log up to
@@ -104,7 +131,7 @@ func (n *Node) releaseReads() {
 		if r.parked {
 			switch {
 			case serve:
-				r = readWait{id: r.id, index: n.readIndex()}
+				r = n.newRead(r.id)
 			case n.now >= n.handoffUntil:
 				n.refuseRead(r.id)
 				continue
@@ -120,7 +147,9 @@ func (n *Node) releaseReads() {
 			k++
 		case !serve:
 			n.refuseRead(r.id)
-		case r.index <= n.commit && n.role.Leads() || n.role == RoleReplica && n.replicaSafe(r.index):
+		case n.role.Leads() && n.leaderIndex(r) <= n.commit:
+			n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Index: n.leaderIndex(r)})
+		case n.role == RoleReplica && n.replicaSafe(r.index):
 			n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Index: r.index})
 		default:
 			n.reads[k] = r

@@ -106,6 +106,9 @@ func (n *Node) setRole(role Role, why string) {
 		return
 	}
 	n.role = role
+	if role.Leads() && !old.Leads() {
+		n.leadFrom = n.last
+	}
 	if role != RoleWaiting {
 		n.crossWon = false
 	}
