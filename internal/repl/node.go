@@ -83,9 +83,9 @@ type Node struct {
 	// leadFrom: the last index this node held when it last started to
 	// lead (setRole). Everything acknowledged before that, by any leader,
 	// is in its log up to there; a read on the leader waits until the
-	// commit index covers it (readIndex).
+	// commit index covers it (newRead).
 	leadFrom uint64
-	rev                              int64 // the revision of the newest persisted entry
+	rev      int64 // the revision of the newest persisted entry
 	// unapplied holds entries taken (proposed or followed) and not yet
 	// reported applied, oldest first; handed out as CommittedEntries up
 	// to commit (nextApply is the first not yet handed out).
