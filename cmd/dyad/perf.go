@@ -21,6 +21,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/dyad-db/dyad/internal/bench/workload"
 	"github.com/dyad-db/dyad/internal/certs"
 	"github.com/dyad-db/dyad/internal/dds"
 	"github.com/dyad-db/dyad/internal/perf"
@@ -192,7 +193,7 @@ Cyclone configuration can still be passed with --dds-config.`,
 			}
 			return runPerf(ctx, cmd, perfRun{sizes: sz, count: count, tputDur: tputDur, domain: domain,
 				extra: extra, ddsperf: ddsperfBin, out: out, noTput: noTput, noLat: noLat, secure: secure, lockWriters: lockWriters,
-				systems: splitList(systems), profile: profile})
+				systems: workload.SplitList(systems), profile: profile})
 		},
 	}
 	f := cmd.Flags()
@@ -360,17 +361,6 @@ func (r perfRun) pathTimeout() time.Duration {
 // runs reports whether system is to be run (--systems).
 func (r perfRun) runs(system string) bool {
 	return len(r.systems) == 0 || slices.Contains(r.systems, system)
-}
-
-// splitList splits a comma-separated list, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // perfVariant is one configuration every system runs in: plain, and with

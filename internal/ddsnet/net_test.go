@@ -19,23 +19,32 @@ func testDomain() uint32 { return uint32(100 + os.Getpid()%100) }
 func pair(t *testing.T, clusterB uint64) (*Net, *Net, chan *transport.Message, chan *transport.Message) {
 	t.Helper()
 	cfg := dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}
-	a, err := New(Config{DDS: cfg, Cluster: 7, Node: 1})
+	ga, gb := make(chan *transport.Message, 100000), make(chan *transport.Message, 100000)
+	a, b := startPair(t, Config{DDS: cfg, Cluster: 7, Node: 1}, Config{DDS: cfg, Cluster: clusterB, Node: 2}, handTo(ga), handTo(gb))
+	return a, b, ga, gb
+}
+
+// startPair makes the nets a and b of configurations ca and cb, starts
+// each with its start function, closes both when the test ends, and
+// returns once they have matched each other.
+func startPair(t *testing.T, ca, cb Config, startA, startB func(*Net) error) (*Net, *Net) {
+	t.Helper()
+	a, err := New(ca)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{DDS: cfg, Cluster: clusterB, Node: 2})
+	b, err := New(cb)
 	if err != nil {
 		a.Close()
 		t.Fatal(err)
 	}
-	ga, gb := make(chan *transport.Message, 100000), make(chan *transport.Message, 100000)
-	if err := a.Start(func(m *transport.Message) { ga <- m }); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(func(m *transport.Message) { gb <- m }); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { a.Close(); b.Close() })
+	if err := startA(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := startB(b); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for !a.PeerMatched() || !b.PeerMatched() {
 		if time.Now().After(deadline) {
@@ -43,8 +52,16 @@ func pair(t *testing.T, clusterB uint64) (*Net, *Net, chan *transport.Message, c
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return a, b, ga, gb
+	return a, b
 }
+
+// handTo is a start function that hands every message to c.
+func handTo(c chan<- *transport.Message) func(*Net) error {
+	return func(n *Net) error { return n.Start(func(m *transport.Message) { c <- m }) }
+}
+
+// discard is a start function that drops every message.
+func discard(n *Net) error { return n.Start(func(*transport.Message) {}) }
 
 func recv(t *testing.T, c chan *transport.Message) *transport.Message {
 	t.Helper()
@@ -179,32 +196,9 @@ func (g *gate) offer(ms []*transport.Message) bool {
 func batchPair(t *testing.T, cfg Config, g *gate) (*Net, *Net) {
 	t.Helper()
 	cfg.Cluster = 7
-	cfg.Node = 1
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Node = 2
-	b, err := New(cfg)
-	if err != nil {
-		a.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	if err := a.Start(func(*transport.Message) {}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.StartBatch(g.offer); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !a.PeerMatched() || !b.PeerMatched() {
-		if time.Now().After(deadline) {
-			t.Fatal("the two nets never matched")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return a, b
+	ca, cb := cfg, cfg
+	ca.Node, cb.Node = 1, 2
+	return startPair(t, ca, cb, discard, func(b *Net) error { return b.StartBatch(g.offer) })
 }
 
 // next takes what waits on b (as the replication loop does: Resume on

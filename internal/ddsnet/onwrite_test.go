@@ -18,34 +18,13 @@ func TestOnWriteStampsSends(t *testing.T) {
 	var mu sync.Mutex
 	var seen []transport.Class
 	var stamps []dds.WriteStamp
-	a, err := New(Config{DDS: cfg, Cluster: 7, Node: 1, OnWrite: func(c transport.Class, st dds.WriteStamp) {
+	onWrite := func(c transport.Class, st dds.WriteStamp) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen, stamps = append(seen, c), append(stamps, st)
-	}})
-	if err != nil {
-		t.Fatal(err)
 	}
-	b, err := New(Config{DDS: cfg, Cluster: 7, Node: 2})
-	if err != nil {
-		a.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
 	got := make(chan *transport.Message, 16)
-	if err := a.Start(func(*transport.Message) {}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(func(m *transport.Message) { got <- m }); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !a.PeerMatched() || !b.PeerMatched() {
-		if time.Now().After(deadline) {
-			t.Fatal("the two nets never matched")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	a, _ := startPair(t, Config{DDS: cfg, Cluster: 7, Node: 1, OnWrite: onWrite}, Config{DDS: cfg, Cluster: 7, Node: 2}, discard, handTo(got))
 	sent := []transport.Class{transport.Log, transport.Ack, transport.Catchup}
 	for i, c := range sent {
 		if err := a.Send(&transport.Message{Class: c, Index: uint64(i), Payload: bytes.Repeat([]byte{byte(i)}, 100)}); err != nil {
@@ -79,30 +58,9 @@ func TestOnWriteStampsSends(t *testing.T) {
 func TestStampWritesOff(t *testing.T) {
 	cfg := dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second}
 	var calls atomic.Int64
-	a, err := New(Config{DDS: cfg, Cluster: 7, Node: 1, OnWrite: func(transport.Class, dds.WriteStamp) { calls.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{DDS: cfg, Cluster: 7, Node: 2})
-	if err != nil {
-		a.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
+	onWrite := func(transport.Class, dds.WriteStamp) { calls.Add(1) }
 	got := make(chan *transport.Message, 16)
-	if err := a.Start(func(*transport.Message) {}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(func(m *transport.Message) { got <- m }); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !a.PeerMatched() || !b.PeerMatched() {
-		if time.Now().After(deadline) {
-			t.Fatal("the two nets never matched")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	a, _ := startPair(t, Config{DDS: cfg, Cluster: 7, Node: 1, OnWrite: onWrite}, Config{DDS: cfg, Cluster: 7, Node: 2}, discard, handTo(got))
 	for i, stamp := range []bool{false, false, true} {
 		a.StampWrites(stamp)
 		before := calls.Load()

@@ -19,30 +19,8 @@ func TestSendAllEveryClassInOrder(t *testing.T) {
 	for _, batch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("WriteBatch=%v", batch), func(t *testing.T) {
 			cfg := dds.Config{Domain: testDomain(), Interface: "lo", Peers: []string{"127.0.0.1"}, LeaseDuration: time.Second, WriteBatch: batch}
-			a, err := New(Config{DDS: cfg, Cluster: 7, Node: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			b, err := New(Config{DDS: cfg, Cluster: 7, Node: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
 			got := make(chan *transport.Message, 100000)
-			if err := a.Start(func(*transport.Message) {}); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.Start(func(m *transport.Message) { got <- m }); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(10 * time.Second)
-			for !a.PeerMatched() || !b.PeerMatched() {
-				if time.Now().After(deadline) {
-					t.Fatal("the two nets never matched")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			a, _ := startPair(t, Config{DDS: cfg, Cluster: 7, Node: 1}, Config{DDS: cfg, Cluster: 7, Node: 2}, discard, handTo(got))
 			payload := func(c transport.Class, i int) []byte { return bytes.Repeat([]byte{byte(c), byte(i)}, 50+i%300) }
 			const perClass, burst = 400, 64
 			var ms []*transport.Message

@@ -64,7 +64,7 @@ var ProfileNames = []string{"raw", "k8s", "phases"}
 // ("all": every profile).
 func ProfileOps(s string) ([]Op, error) {
 	var ops []Op
-	for _, p := range splitList(s) {
+	for _, p := range SplitList(s) {
 		if p == "all" {
 			for _, n := range ProfileNames {
 				ops = append(ops, Profiles[n]...)

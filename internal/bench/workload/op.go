@@ -52,7 +52,7 @@ func ParseOps(s string) ([]Op, error) {
 		return AllOps, nil
 	}
 	var ops []Op
-	for _, f := range splitList(s) {
+	for _, f := range SplitList(s) {
 		op := Op(f)
 		found := isK8s(op)
 		for _, k := range AllOps {
@@ -234,9 +234,9 @@ func IsUnsupported(err error) bool {
 	return strings.Contains(msg, "not supported") || strings.Contains(msg, "not implemented") || strings.Contains(msg, "unsupported")
 }
 
-// splitList splits a comma-separated list, trimming spaces and dropping
-// empty items.
-func splitList(s string) []string {
+// SplitList splits a comma-separated flag value, trimming spaces and
+// dropping empty items (pflag's slice flags keep blanks).
+func SplitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f != "" {

@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -39,5 +40,23 @@ func TestClientSeedReproducible(t *testing.T) {
 	}
 	if _, c2 := clientSeed(1, Put, 8, 4); c2 == a2 {
 		t.Error("clients 3 and 4 share a stream")
+	}
+}
+
+// TestSplitList covers the flag lists: split on commas, blanks trimmed,
+// empty items dropped.
+func TestSplitList(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"put", []string{"put"}},
+		{" ddsperf, ,dyad-ddsnet,", []string{"ddsperf", "dyad-ddsnet"}},
+		{",,", nil},
+	} {
+		if got := SplitList(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("SplitList(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
