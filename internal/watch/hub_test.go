@@ -728,7 +728,12 @@ func TestNotifyFromReplaysSkippedRevisions(t *testing.T) {
 	c.waitFor(t, "every event", func(rs []*pb.WatchResponse) bool { return len(eventsOf(t, rs, 1)) >= len(want) })
 	w.write(put("a", "4")) // a later ordinary Notify: the watcher is synced again
 	want = w.expected(req, base)
-	rs := c.waitFor(t, "the next event", func(rs []*pb.WatchResponse) bool { return len(eventsOf(t, rs, 1)) >= len(want) })
+	wantFuture := w.expected(future, base)
+	// One Notify queues both watchers' responses, in no set order: wait
+	// for both.
+	rs := c.waitFor(t, "the next event", func(rs []*pb.WatchResponse) bool {
+		return len(eventsOf(t, rs, 1)) >= len(want) && len(eventsOf(t, rs, 2)) >= len(wantFuture)
+	})
 	sameEvents(t, "owed watcher", eventsOf(t, rs, 1), want)
-	sameEvents(t, "future watcher", eventsOf(t, rs, 2), w.expected(future, base))
+	sameEvents(t, "future watcher", eventsOf(t, rs, 2), wantFuture)
 }
