@@ -37,7 +37,13 @@ type hnode struct {
 	epochs   []EpochRecord
 	term     uint64
 	followed uint64
-	lastRun  int64 // time of the node's last tick
+	// commit: the lower bound of the commit index kept on disk, as the
+	// driver keeps it: written with each batch of entries (the commit
+	// index of the Ready that carries them), so possibly stale; lowered
+	// by a truncation (RestartState.Commit; 0: none, a data dir of an
+	// older build).
+	commit  uint64
+	lastRun int64 // time of the node's last tick
 	// frozenUntil: the node neither ticks nor takes messages before then.
 	frozenUntil int64
 	fenceErr    error
@@ -157,7 +163,7 @@ func (h *harness) open(x *hnode) {
 	cfg.Lease = hLease
 	cfg.Run = x.id<<32 | x.runs
 	cfg.ReqSeed = x.id<<40 | x.runs<<32
-	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Followed: x.followed, Now: h.now}
+	st := RestartState{Epochs: append([]EpochRecord(nil), x.epochs...), MaxTerm: x.term, Followed: x.followed, Now: h.now, Commit: min(x.commit, uint64(len(x.log)))}
 	if len(x.log) > 0 {
 		e := x.log[len(x.log)-1]
 		st.Last, st.LastEpoch, st.LastSolo, st.Applied, st.Rev = e.Index, e.Epoch, e.Solo, e.Index, e.Rev
@@ -248,7 +254,7 @@ func (h *harness) deliver() {
 			h.process(m.to)
 		}
 	}
-	panic("messages never settle")
+	panic("messages never settle: " + tailLines(h.out.String(), 60))
 }
 
 // process carries out x's Ready until it has none, as the driver would.
@@ -328,6 +334,9 @@ func (h *harness) persist(x *hnode, rd *Ready) {
 		x.epochs = append(x.epochs, p)
 		sort.Slice(x.epochs, func(i, j int) bool { return x.epochs[i].Epoch.Less(x.epochs[j].Epoch) })
 	}
+	if len(rd.Entries) > 0 {
+		x.commit = rd.Commit
+	}
 	for _, e := range rd.Entries {
 		if e.Index <= x.flushed && e.Index <= uint64(len(x.log)) {
 			continue // flushed before it was proposed (flushFirst)
@@ -376,6 +385,7 @@ func (h *harness) truncate(x *hnode, keep uint64) {
 	}
 	h.printf("%s: dropped %d entries after %d in place", x.name, uint64(len(x.log))-keep, keep)
 	x.log = x.log[:keep:keep]
+	x.commit = min(x.commit, keep)
 	var left []EpochRecord
 	for _, r := range x.epochs {
 		if r.Start <= keep {
@@ -413,6 +423,7 @@ func (h *harness) effects(x *hnode, rd *Ready) {
 			x.n.Installed(RestartState{}, ErrStaleSnapshot)
 		} else {
 			x.log = append([]Entry(nil), src.log...)
+			x.commit = src.commit // the leader's data file, with its bound
 			x.epochs = append([]EpochRecord(nil), src.epochs...)
 			x.term = max(x.term, src.term)
 			st := RestartState{Epochs: x.epochs, MaxTerm: x.term, Followed: x.followed, Now: h.now}
@@ -579,4 +590,12 @@ func (h *harness) status() {
 		st := x.n.Status()
 		h.printf("%s: %s epoch=%s last=%d commit=%d lease=%v", x.name, st.Role, st.Epoch, st.Last, st.Commit, st.LeaseUntil > h.now)
 	}
+}
+
+func tailLines(s string, n int) string {
+	ls := strings.Split(s, "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
 }

@@ -25,8 +25,11 @@ import (
 //	open a                make a's core from its disk without running it
 //	                      (a slow open of the data file)
 //	run 3s [a]            move the clock; every live node (or only a) ticks
-//	crash b [lose=1]      stop b; messages to and from it are lost (and
-//	                      its disk loses its last entry: not yet synced)
+//	crash b [lose=1] [nocommit]
+//	                      stop b; messages to and from it are lost (and
+//	                      its disk loses its last entry: not yet synced;
+//	                      nocommit: it kept no commit bound, as a data dir
+//	                      of an older build)
 //	restart b             crash b if it runs, then start it again
 //	cut a->b | a<->b      drop messages in that direction (or both)
 //	heal                  drop every cut and every drop
@@ -145,10 +148,14 @@ func (h *harness) command(t *testing.T, d *datadriven.TestData) {
 	case "crash":
 		x := h.node(arg(0))
 		h.crash(x)
-		if len(d.CmdArgs) > 1 {
-			n, err := strconv.Atoi(strings.TrimPrefix(arg(1), "lose="))
+		for i := 1; i < len(d.CmdArgs); i++ {
+			if arg(i) == "nocommit" {
+				x.commit = 0 // a data dir written by a build that kept no bound
+				continue
+			}
+			n, err := strconv.Atoi(strings.TrimPrefix(arg(i), "lose="))
 			if err != nil || n > len(x.log) {
-				t.Fatalf("%s: crash %s: bad %q", d.Pos, x.name, arg(1))
+				t.Fatalf("%s: crash %s: bad %q", d.Pos, x.name, arg(i))
 			}
 			h.lose(x, n)
 		}

@@ -197,6 +197,15 @@ type RestartState struct {
 	// Applied is the last index applied (<= Last); Rev the revision there.
 	Applied uint64
 	Rev     int64
+	// Commit is a lower bound of the commit index the driver kept durably
+	// (a commit index this node knew at some point before it stopped,
+	// possibly stale): the node starts with it as its commit index, so a
+	// suffix above it that the leader lacks can be dropped in place
+	// (catchupRefused) rather than resynced from a snapshot. 0 (none kept:
+	// a data dir written before the bound existed, or nothing committed
+	// yet) and anything above Applied mean Applied, as before: every
+	// entry held counts as committed.
+	Commit uint64
 	// Now is the caller's clock at the restart.
 	Now int64
 }

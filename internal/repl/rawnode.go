@@ -26,7 +26,7 @@ func NewNode(cfg Config, st RestartState) *Node {
 		maxTerm: max(st.MaxTerm, Last(st.Epochs).Epoch.Term, st.Followed),
 		epoch:   Last(st.Epochs).Epoch, followed: st.Followed,
 		last: st.Last, persisted: st.Last, applied: st.Applied,
-		commit: st.Applied, nextApply: st.Applied + 1, rev: st.Rev,
+		commit: restartCommit(st), nextApply: st.Applied + 1, rev: st.Rev,
 		lastEpoch: st.LastEpoch, lastSolo: st.LastSolo,
 		peer:   &Progress{ID: cfg.Peer},
 		proto:  protoState{own: OwnProtocols(cfg.Build, cfg.MinProtocol)},
@@ -37,6 +37,41 @@ func NewNode(cfg Config, st RestartState) *Node {
 	// last epoch (followed).
 	n.ledLast = last.Node == cfg.ID && !last.IsZero() && last.Term >= st.Followed
 	return n
+}
+
+// restartCommit is the commit index a node restarts with: the durable
+// lower bound the driver kept (RestartState.Commit), else Applied.
+//
+// A bound below Applied is safe for every rule that reads the commit
+// index, because the commit index only ever gates what this node may
+// release, show or keep, and each of those waits or is conservative with
+// a lower one:
+//   - a leader recomputes it from its replica's acks or its own durable
+//     index (updateCommit) and never lowers it; its reads wait for
+//     max(commit, leadFrom) (newRead), and leadFrom is the whole log;
+//   - a replica raises it from its leader's heartbeats once verified;
+//     its reads wait for it (reads.go);
+//   - the split-brain rules read the epoch history (SoloSuffix,
+//     Divergence), not the commit index, so a solo suffix is kept as
+//     conflict records whatever the bound;
+//   - catchupRefused drops a divergent suffix only above max(Divergence,
+//     commit): with the bound, down to the divergence point, as for a
+//     live replica. Entries between the bound and the exact commit index
+//     the node knew before it stopped are on the leader too (that is
+//     what committed means), so a divergence found correctly lies above
+//     them; should Divergence err early over them (sim seed 9870),
+//     dropping them loses nothing acknowledged, and the catch-up fetches
+//     them again. (A driver that showed them would see its revision go
+//     back: docs/ARCHITECTURE.md, "Resync and truncation", after a
+//     restart.)
+//
+// Entries up to Applied are not handed out again as CommittedEntries
+// (nextApply stays Applied+1): the driver applied them before it stopped.
+func restartCommit(st RestartState) uint64 {
+	if st.Commit > 0 && st.Commit < st.Applied {
+		return st.Commit
+	}
+	return st.Applied
 }
 
 // Start tells the core that the driver starts running it now: it begins

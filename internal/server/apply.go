@@ -375,6 +375,11 @@ drain:
 		if err := tx.Put(storage.BucketMeta, storage.MetaTerm, storage.PutUint64(s.term.Load())); err != nil {
 			return err
 		}
+		if s.repl != nil {
+			if err := replstore.PutCommitBound(tx, s.repl.commitKept); err != nil {
+				return err
+			}
+		}
 		if !early {
 			return nil
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/repl/replstore"
 	"github.com/dyad-db/dyad/internal/storage"
 	"github.com/dyad-db/dyad/internal/transport"
 )
@@ -192,6 +193,9 @@ func (s *Server) applyFollowed(es []repl.Entry, hs *repl.HardState, journaled bo
 			results[i], revs[i], evsOf[i], jobOf[i] = res, rev, evs, job
 		}
 		if err := putHardState(tx, hs); err != nil {
+			return err
+		}
+		if err := replstore.PutCommitBound(tx, r.commitKept); err != nil {
 			return err
 		}
 		last := es[len(es)-1].Index

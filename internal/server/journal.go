@@ -141,6 +141,20 @@ func (s *Server) replayJournal(ents []repl.Entry) error {
 		}
 		s.log.Info("replayed the journal", "entries", len(tail), "from", tail[0].Index, "applied-index", s.appliedIdx, "revision", rev)
 	}
+	// The commit bound the journal carried goes into the data file before
+	// the journal is emptied (it is fresher than the file's own, which is
+	// as of the file's last commit; both name entries this node holds).
+	if c := s.journal.Commit(); c > 0 {
+		err := s.be.Update(func(tx storage.WriteTx) error {
+			if c <= replstore.CommitBound(tx) {
+				return nil
+			}
+			return replstore.PutCommitBound(tx, min(c, s.appliedIdx))
+		})
+		if err != nil {
+			return err
+		}
+	}
 	// Everything journaled is in a durable commit of the data file now.
 	return s.journal.Reset(s.appliedIdx)
 }
@@ -217,8 +231,12 @@ func (s *Server) appendJournal(es []repl.Entry) error {
 			return err
 		}
 	}
+	var commit uint64
+	if s.repl != nil {
+		commit = s.repl.commitKept
+	}
 	start := time.Now()
-	if err := j.Append(es); err != nil {
+	if err := j.AppendCommit(es, commit); err != nil {
 		return fmt.Errorf("journal append: %w", err)
 	}
 	s.m.FsyncDuration.Observe(time.Since(start).Seconds())

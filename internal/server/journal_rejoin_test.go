@@ -17,10 +17,9 @@ import (
 // is a suffix of the failed primary's log alone (its replica never
 // received it). When the node comes back and follows the replica that
 // took over, the rejoin takes the suffix back: the node converges on the
-// new leader's history, without the refused write. It counts what its
-// data file holds as committed after the restart, so the core does not
-// drop the suffix in place (it never drops below its commit index) but
-// resyncs the node from a snapshot.
+// new leader's history, without the refused write: dropped in place (the
+// commit bound it kept is below the refused batch) or, should a drop not
+// be possible, from a snapshot.
 func TestJournalFailedBatchIsTakenBackOnRejoin(t *testing.T) {
 	net := transport.NewMemNet()
 	dirA, dirB := t.TempDir(), t.TempDir()

@@ -82,6 +82,7 @@ func (s *Server) handleReady() {
 		}
 		answered := s.releaseCommitted(rd.Commit)
 		s.showCommitted(rd.Commit)
+		s.repl.commitKept = rd.Commit
 		if late {
 			if answered == 1 && hasHeartbeat(&rd) {
 				// A lone writer's handler, just readied by the release,

@@ -79,6 +79,11 @@ type replState struct {
 	// unshown: entries applied here as the replica that the commit index
 	// does not cover yet (unshown.go).
 	unshown []unshown
+	// commitKept is the commit index of the last Ready handled: the lower
+	// bound of the commit index written with each batch, in the data
+	// file's transaction and in the journal's record (restartState reads
+	// it back as repl.RestartState.Commit). Apply loop only.
+	commitKept uint64
 	// flushing is the last index of the leader's own batch whose
 	// transaction is open (leadBatch): its entries went to the replica
 	// before their flush, and persistReady must not write them again.
@@ -287,6 +292,7 @@ func (s *Server) restartState() (repl.RestartState, error) {
 		}
 		st.Epochs = h
 		st.Followed = replstore.Followed(tx)
+		st.Commit = replstore.CommitBound(tx)
 		if s.appliedIdx == 0 {
 			return nil
 		}

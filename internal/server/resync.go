@@ -213,6 +213,8 @@ func (s *Server) onSnapChunk(c repl.SnapshotChunk) {
 		s.fail(err)
 		return
 	}
+	// Entries up to a commit index this node knew are the leader's too.
+	r.commitKept = min(r.commitKept, st.Applied)
 	r.node.Installed(st, nil)
 }
 

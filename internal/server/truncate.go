@@ -85,6 +85,13 @@ func (s *Server) dropSuffix(keep uint64) error {
 		if epochs, err = replstore.TruncateAfter(tx, h, keep); err != nil {
 			return err
 		}
+		// The core asks for a drop only above its commit index; the bound
+		// never names a dropped entry all the same.
+		if c := replstore.CommitBound(tx); c > keep {
+			if err := replstore.PutCommitBound(tx, keep); err != nil {
+				return err
+			}
+		}
 		return tx.Put(storage.BucketMeta, storage.MetaConsistentIndex, storage.PutUint64(keep))
 	})
 	if errors.Is(err, mvcc.ErrCannotDrop) {
@@ -99,6 +106,7 @@ func (s *Server) dropSuffix(keep uint64) error {
 	}
 	s.store.AttachLeases(s.lessor)
 	s.dropUnshown(keep)
+	s.repl.commitKept = min(s.repl.commitKept, keep)
 	dropped := s.appliedIdx - keep
 	s.mu.Lock()
 	s.appliedIdx = keep

@@ -47,6 +47,9 @@ type Journal struct {
 	seq, last uint64
 	// size is about how many bytes were appended since the last Reset.
 	size int64
+	// commit is the newest commit bound appended (AppendCommit) or read
+	// at Open since the last Reset (0: none).
+	commit uint64
 
 	fault atomic.Pointer[func() error] // see InjectFault
 }
@@ -73,11 +76,11 @@ func Open(dir string, opts Options) (*Journal, []repl.Entry, error) {
 		}
 		return j, nil, nil
 	}
-	w, ents, err := openAll(dir)
+	w, st, ents, err := openAll(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	j.w = w
+	j.w, j.commit = w, st.Commit
 	if opts.NoSync {
 		w.SetUnsafeNoFsync()
 	}
@@ -104,32 +107,32 @@ func Open(dir string, opts Options) (*Journal, []repl.Entry, error) {
 
 // openAll opens the WAL in dir for appending and reads it whole, repairing
 // a torn tail once.
-func openAll(dir string) (*etcdwal.WAL, []raftpb.Entry, error) {
+func openAll(dir string) (*etcdwal.WAL, raftpb.HardState, []raftpb.Entry, error) {
 	for repaired := false; ; repaired = true {
 		w, err := etcdwal.Open(zap.NewNop(), dir, walpb.Snapshot{})
 		if err != nil {
-			return nil, nil, err
+			return nil, raftpb.HardState{}, nil, err
 		}
-		meta, _, ents, err := w.ReadAll()
+		meta, st, ents, err := w.ReadAll()
 		if err == nil {
 			if string(meta) != magic {
 				w.Close()
-				return nil, nil, fmt.Errorf("%w: %s is not a dyad journal", ErrCorrupt, dir)
+				return nil, raftpb.HardState{}, nil, fmt.Errorf("%w: %s is not a dyad journal", ErrCorrupt, dir)
 			}
-			return w, ents, nil
+			return w, st, ents, nil
 		}
 		w.Close()
 		if errors.Is(err, syscall.ENOSPC) {
 			// Not a damaged journal: etcd's WAL keeps a spare
 			// preallocated segment ready, made at open, and the disk
 			// has no room for it.
-			return nil, nil, fmt.Errorf("opening the journal in %s needs room for a spare %d MB segment: %w", dir, etcdwal.SegmentSizeBytes/1000/1000, err)
+			return nil, raftpb.HardState{}, nil, fmt.Errorf("opening the journal in %s needs room for a spare %d MB segment: %w", dir, etcdwal.SegmentSizeBytes/1000/1000, err)
 		}
 		if repaired || !errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+			return nil, raftpb.HardState{}, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		if !etcdwal.Repair(zap.NewNop(), dir) {
-			return nil, nil, fmt.Errorf("%w: torn tail not repairable: %v", ErrCorrupt, err)
+			return nil, raftpb.HardState{}, nil, fmt.Errorf("%w: torn tail not repairable: %v", ErrCorrupt, err)
 		}
 	}
 }
@@ -168,10 +171,19 @@ func (j *Journal) Last() uint64 { return j.last }
 // Size is about how many bytes of entries the journal holds.
 func (j *Journal) Size() int64 { return j.size }
 
+// Commit is the newest commit bound the journal holds (AppendCommit, or
+// read at Open; 0: none since the last Reset).
+func (j *Journal) Commit() uint64 { return j.commit }
+
 // Append writes es (consecutive, the first following Last unless the
 // journal is new) and makes them durable with one fdatasync before it
 // returns.
-func (j *Journal) Append(es []repl.Entry) error {
+func (j *Journal) Append(es []repl.Entry) error { return j.AppendCommit(es, 0) }
+
+// AppendCommit is Append that also records commit, a lower bound of the
+// writer's commit index, in the same record batch and fdatasync (the
+// etcd WAL's hard state; 0 writes none). It costs no extra sync.
+func (j *Journal) AppendCommit(es []repl.Entry, commit uint64) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -193,8 +205,11 @@ func (j *Journal) Append(es []repl.Entry) error {
 		rs[i] = raftpb.Entry{Term: es[i].Epoch.Term, Index: j.seq + 1 + uint64(i), Type: raftpb.EntryNormal, Data: data}
 		n += int64(len(data))
 	}
-	if err := j.w.Save(raftpb.HardState{}, rs); err != nil {
+	if err := j.w.Save(raftpb.HardState{Commit: commit}, rs); err != nil {
 		return err
+	}
+	if commit != 0 {
+		j.commit = commit
 	}
 	j.seq += uint64(len(es))
 	j.last = es[len(es)-1].Index
@@ -218,7 +233,7 @@ func (j *Journal) Reset(after uint64) error {
 	if err := j.create(); err != nil {
 		return err
 	}
-	j.last = after
+	j.last, j.commit = after, 0
 	return nil
 }
 

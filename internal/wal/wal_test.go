@@ -211,3 +211,46 @@ func mustOpen(t *testing.T, dir string) (*Journal, []repl.Entry) {
 	}
 	return j, es
 }
+
+// The commit bound appended with a batch is read back at Open (the newest
+// one, a later batch without a bound keeping it), and a Reset forgets it.
+func TestCommitBoundReopen(t *testing.T) {
+	cases := []struct {
+		name   string
+		bounds []uint64 // one per batch of 2 entries (0: Append)
+		reset  bool
+		want   uint64
+	}{
+		{"none", []uint64{0, 0}, false, 0},
+		{"newest", []uint64{3, 40}, false, 40},
+		{"kept by a batch without one", []uint64{3, 0}, false, 3},
+		{"bound above the entries' count", []uint64{1000}, false, 1000},
+		{"reset", []uint64{5}, true, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "wal")
+			j, _ := mustOpen(t, dir)
+			next := uint64(1)
+			for _, b := range c.bounds {
+				if err := j.AppendCommit(batch(next, 2), b); err != nil {
+					t.Fatal(err)
+				}
+				next += 2
+			}
+			if c.reset {
+				if err := j.Reset(next - 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			j, _ = mustOpen(t, dir)
+			defer j.Close()
+			if got := j.Commit(); got != c.want {
+				t.Fatalf("commit bound %d after reopen, want %d", got, c.want)
+			}
+		})
+	}
+}

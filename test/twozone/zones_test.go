@@ -69,7 +69,11 @@ func (z *zones) logContains(i int, s string) bool { return z.LogContains(testuti
 func (z *zones) hash(i int, rev int64) uint32 { return z.Hash(testutil.Zone(i), rev) }
 
 // ticks is node i's dyad_replication_ticks_total (-1 if it cannot be read).
-func (z *zones) ticks(i int) float64 {
+func (z *zones) ticks(i int) float64 { return z.metric(i, "dyad_replication_ticks_total") }
+
+// metric is node i's value of the unlabelled metric name (-1 if it cannot
+// be read).
+func (z *zones) metric(i int, name string) float64 {
 	cli := http.Client{Timeout: time.Second}
 	resp, err := cli.Get(z.MetricsURL(testutil.Zone(i)) + "/metrics")
 	if err != nil {
@@ -78,7 +82,7 @@ func (z *zones) ticks(i int) float64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "dyad_replication_ticks_total "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			if f, err := strconv.ParseFloat(v, 64); err == nil {
 				return f
 			}

@@ -26,6 +26,12 @@ type meta struct {
 	epochs   []repl.EpochRecord
 	term     uint64
 	followed uint64
+	// commit is the lower bound of the commit index kept on disk, as the
+	// server keeps it in its data file: written with each batch of
+	// entries (the commit index of the Ready that carries them), so stale
+	// by whatever the node learnt since; lowered by a truncation; a
+	// snapshot carries its leader's (RestartState.Commit). 0: none.
+	commit uint64
 }
 
 // snapshot is a data file a leader served: its log up to applied, and
@@ -134,7 +140,7 @@ func (n *node) boot() {
 	}
 	n.puts, n.reads, n.ready, n.grant = map[uint64]*Op{}, map[uint64]*Op{}, nil, repl.ReadGrant{}
 	n.forwarded = seenWrites{}
-	n.rebuild()
+	n.rebuild(n.shownAtStart())
 	n.n = repl.NewNode(cfg, n.restartState())
 	w.check.Visible(n.idx, n.rev)
 	w.tracef("node %d starts (last %d, applied %d, rev %d), %s", n.idx, n.disk.Len(), n.applied, n.rev, n.buildName())
@@ -142,18 +148,28 @@ func (n *node) boot() {
 	n.scheduleTick(0)
 }
 
-// rebuild recomputes the store from the durable log up to Applied.
-func (n *node) rebuild() {
+// rebuild recomputes the store (what the node shows) from the durable log
+// up to upto (<= Applied).
+func (n *node) rebuild(upto uint64) {
 	n.kv, n.rev, n.applied = map[string]kvAt{}, 0, 0
-	for _, e := range n.disk.Log()[:n.disk.Applied] {
+	for _, e := range n.disk.Log()[:upto] {
 		n.applyKV(e)
 	}
-	n.applied = n.disk.Applied
+	n.applied = upto
 }
 
+// shownAtStart is what a restarted node shows: every entry it applied.
+// This driver applies only committed entries, so all of them were
+// committed (and may have been shown) before it stopped; the commit
+// bound it kept (meta.commit) may be below them, and the core must never
+// drop one of them (the checker sees the revision go back).
+func (n *node) shownAtStart() uint64 { return n.disk.Applied }
+
+// restartState is the state on disk for the core: applied up to the
+// disk's Applied, and the commit bound kept (possibly stale).
 func (n *node) restartState() repl.RestartState {
 	m := n.disk.Meta
-	st := repl.RestartState{Epochs: append([]repl.EpochRecord(nil), m.epochs...), MaxTerm: m.term, Followed: m.followed, Now: n.now(), Applied: n.applied, Rev: n.rev}
+	st := repl.RestartState{Epochs: append([]repl.EpochRecord(nil), m.epochs...), MaxTerm: m.term, Followed: m.followed, Now: n.now(), Applied: n.disk.Applied, Rev: n.revAt(n.disk.Applied), Commit: m.commit}
 	if l := n.disk.Len(); l > 0 {
 		e := n.disk.Log()[l-1]
 		st.Last, st.LastEpoch, st.LastSolo = e.Index, e.Epoch, e.Solo
@@ -365,4 +381,12 @@ func (n *node) truth() Truth {
 		}
 	}
 	return t
+}
+
+// revAt is the revision after log entry i (0: none).
+func (n *node) revAt(i uint64) int64 {
+	if e, ok := n.disk.At(i); ok {
+		return e.Rev
+	}
+	return 0
 }

@@ -32,8 +32,9 @@ func (n *node) truncate(keep uint64) {
 		}
 	}
 	m.epochs = eps
+	m.commit = min(m.commit, keep)
 	if n.applied > n.disk.Applied {
-		n.rebuild()
+		n.rebuild(n.disk.Applied)
 		n.w.check.Visible(n.idx, n.rev)
 	}
 	n.w.tracef("node %d dropped its log after %d in place", n.idx, keep)
@@ -49,6 +50,9 @@ func (n *node) persist(rd *repl.Ready) {
 		m.term = max(m.term, hs.Term)
 	}
 	m.followed = max(m.followed, hs.Followed)
+	if len(rd.Entries) > 0 {
+		m.commit = rd.Commit
+	}
 	if len(hs.Drop) > 0 || len(hs.Put) > 0 {
 		eps := make([]repl.EpochRecord, 0, len(m.epochs)+len(hs.Put))
 		for _, r := range m.epochs {
@@ -120,7 +124,7 @@ func (n *node) serve(s repl.ServeRequest) {
 	if s.Snapshot {
 		n.snaps[s.ID] = snapshot{
 			log:     append([]repl.Entry(nil), n.disk.Log()[:n.applied]...),
-			meta:    meta{epochs: append([]repl.EpochRecord(nil), n.disk.Meta.epochs...), term: n.disk.Meta.term},
+			meta:    meta{epochs: append([]repl.EpochRecord(nil), n.disk.Meta.epochs...), term: n.disk.Meta.term, commit: min(n.disk.Meta.commit, n.applied)},
 			applied: n.applied,
 		}
 		chunk := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(n.idx)), s.ID)
@@ -161,7 +165,7 @@ func (n *node) install(c repl.SnapshotChunk) {
 	n.disk.Replace(snap.log, snap.meta, snap.applied)
 	n.gen++
 	n.syncing = false
-	n.rebuild()
+	n.rebuild(n.disk.Applied)
 	n.n.Installed(n.restartState(), nil)
 	n.w.check.Visible(n.idx, n.rev)
 	n.w.tracef("node %d installs a snapshot up to index %d (rev %d)", n.idx, n.applied, n.rev)
