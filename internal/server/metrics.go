@@ -27,6 +27,10 @@ type Metrics struct {
 	Ranges           prometheus.Counter
 	Leases           prometheus.Gauge
 	BatchSize        prometheus.Histogram
+	// WatchUnsynced counts watchers that fell behind the head (their
+	// stream's buffer was full) and went to catch up from history; etcd
+	// shows the same condition as etcd_debugging_mvcc_slow_watcher_total.
+	WatchUnsynced prometheus.Counter
 
 	// Two-zone replication.
 	Role           prometheus.Gauge
@@ -100,6 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Ranges:           prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_mvcc_range_total", Help: "Total number of ranges seen by this member."}),
 		Leases:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_leases", Help: "Number of leases."}),
 		BatchSize:        prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dyad_apply_batch_entries", Help: "Log entries per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		WatchUnsynced:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_watch_unsynced_total", Help: "Times a watcher fell behind the newest revision (its stream's buffer was full) and went to catch up from history."}),
 
 		Role:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_role", Help: "Replication role: 0 waiting, 1 replica, 2 primary (synchronous), 3 solo (leading alone)."}),
 		Epoch:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "dyad_epoch_term", Help: "Term of the current epoch."}),
@@ -140,7 +145,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.PeerRoundTrip, m.PeerSentBytes, m.PeerReceivedBytes, m.PeerSentFailures, m.Refused, m.ProtocolMismatch, m.PeerProtocol)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
-			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize)
+			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize, m.WatchUnsynced)
 	}
 	return m
 }

@@ -225,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.leaseID = lease.NewIDGen(s.memberID, time.Now())
-	s.hub = watch.NewHub(store, watch.Options{ProgressInterval: cfg.WatchProgressNotifyInterval})
+	s.hub = watch.NewHub(store, watch.Options{ProgressInterval: cfg.WatchProgressNotifyInterval, OnUnsync: s.m.WatchUnsynced.Inc})
 	s.m.QuotaBytes.Set(float64(cfg.QuotaBackendBytes))
 	if s.repl != nil {
 		if err := s.startCore(); err != nil {

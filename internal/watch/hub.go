@@ -44,6 +44,11 @@ type Options struct {
 	MaxWatchersPerSync int
 	// Log receives storage errors met while catching up. Default: discard.
 	Log *slog.Logger
+	// OnUnsync, if set, is called once for every move of a watcher from
+	// synced to unsynced (its consumer fell behind, or a revision it is
+	// owed was never handed to Notify). It runs with the hub's lock held,
+	// on the writer's path: it must be cheap and must not call the hub.
+	OnUnsync func()
 }
 
 const (
@@ -220,7 +225,7 @@ func (h *Hub) deliverLocked(prev, rev int64, evs []mvccpb.Event) {
 		w.state = stateUnsynced
 		w.next = max(w.next, prev+1)
 		h.unsynced[w] = struct{}{}
-		h.unsyncs++
+		h.countUnsyncLocked()
 		h.wake()
 	}
 	// Keep the scratch slice's capacity, not the watchers it pointed to.
@@ -246,10 +251,18 @@ func (h *Hub) unsyncBeforeLocked(from int64) {
 		// for a watcher that matched nothing lately).
 		w.next = max(w.next, h.notified+1)
 		h.unsynced[w] = struct{}{}
-		h.unsyncs++
+		h.countUnsyncLocked()
 	}
 	if len(owed) > 0 {
 		h.wake()
+	}
+}
+
+// countUnsyncLocked counts one synced -> unsynced move.
+func (h *Hub) countUnsyncLocked() {
+	h.unsyncs++
+	if h.opts.OnUnsync != nil {
+		h.opts.OnUnsync()
 	}
 }
 

@@ -737,3 +737,39 @@ func TestNotifyFromReplaysSkippedRevisions(t *testing.T) {
 	sameEvents(t, "owed watcher", eventsOf(t, rs, 1), want)
 	sameEvents(t, "future watcher", eventsOf(t, rs, 2), wantFuture)
 }
+
+// TestOnUnsyncCountsEveryMove checks that Options.OnUnsync is called once
+// per synced -> unsynced move, and only then: a stream whose buffer holds
+// one response takes the first write and not the second.
+func TestOnUnsyncCountsEveryMove(t *testing.T) {
+	cases := []struct {
+		name   string
+		writes int
+		want   int64
+	}{
+		{"fits the buffer", 1, 0},
+		{"overflows the buffer", 3, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls int64
+			opts := fastOpts
+			opts.OnUnsync = func() { calls++ } // under the hub's lock
+			w := newWorld(t, opts)             // Run not started: nothing catches up
+			s := w.hub.NewStream(1)
+			if _, err := s.Watch(&pb.WatchCreateRequest{Key: []byte("a")}); err != nil {
+				t.Fatal(err)
+			}
+			<-s.Responses() // the created response
+			for i := range tc.writes {
+				w.write(put("a", fmt.Sprint(i)))
+			}
+			w.hub.mu.Lock()
+			got, moves := calls, w.hub.unsyncs
+			w.hub.mu.Unlock()
+			if got != tc.want || moves != tc.want {
+				t.Fatalf("OnUnsync called %d times, hub counted %d moves; want %d", got, moves, tc.want)
+			}
+		})
+	}
+}

@@ -38,6 +38,8 @@
 //	                  scripts/k8s.sh --print-bin-dir prints; built if missing)
 //	DYAD_E2E_FULL=1   run TestFull
 //	DYAD_E2E_FIGURES  append the measured figures, one line each, to this file
+//	DYAD_E2E_METRICS  write the apiservers' and store members' /metrics
+//	                  after the 1,000-pod runs into this directory
 //
 // The test needs root (network namespaces); without it the tests skip, or
 // fail with DYAD_REQUIRE_PEERS=1.

@@ -75,6 +75,7 @@ func TestFull(t *testing.T) {
 			s := newSite(t, &bins, siteOptions{backend: b, nodesPerZone: 10})
 			took, errs := s.scale(10, 100, 10*time.Minute)
 			figure(t, "%s: 1,000 pods (10 deployments x 100, created at once) all Running in %v, %d errors, stuck pods nudged %d, controller restarts %d", b, took.Round(100*time.Millisecond), errs, s.nudges.Load(), s.restarts())
+			s.dumpMetrics()
 			if errs != 0 {
 				t.Errorf("%d errors creating the deployments", errs)
 			}
