@@ -115,5 +115,14 @@ type stampedBatcher struct {
 // Send implements transport.Transport.
 func (t stampedBatcher) Send(m *transport.Message) error { return t.st.Send(m) }
 
+// The loop's turn goes to the transport in one SendAll through every
+// wrapper (flushSends), batching or not.
+var (
+	_ transport.BatchSender = (*stampedTransport)(nil)
+	_ transport.BatchSender = stampedBatcher{}
+	_ transport.BatchSender = (*meteredTransport)(nil)
+	_ transport.BatchSender = (*meteredBatcher)(nil)
+)
+
 // SendAll implements transport.BatchSender.
 func (t stampedBatcher) SendAll(ms []*transport.Message) (int, error) { return t.st.SendAll(ms) }
