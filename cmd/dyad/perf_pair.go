@@ -44,7 +44,9 @@ func perfPairNode(ctx context.Context, j perfJob, member uint64, primary bool, s
 		return err
 	}
 	defer os.RemoveAll(dir)
-	tr, err := ddsnet.New(ddsnet.Config{DDS: j.config(), Cluster: perfPairCluster, Node: member})
+	dcfg := j.config()
+	dcfg.WriteBatch = true // as dyad serve configures a pair (ddsConfig)
+	tr, err := ddsnet.New(ddsnet.Config{DDS: dcfg, Cluster: perfPairCluster, Node: member})
 	if err != nil {
 		return err
 	}

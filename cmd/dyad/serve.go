@@ -550,6 +550,10 @@ func ddsConfig(f *serveFlags, plan *pairPlan) dds.Config {
 	return dds.Config{
 		Domain: f.cluster.ddsDomain, Interface: plan.iface, Peers: []string{plan.peer.host},
 		WhcHigh: whc, SecurityXML: plan.securityXML, ExtraXML: plan.extraXML,
+		// The replication loop sends each turn's messages with one
+		// SendAll (internal/server, flushSends), whose messages of one
+		// class then share datagrams; Send still flushes every write.
+		WriteBatch: true,
 	}
 }
 

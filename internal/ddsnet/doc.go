@@ -88,10 +88,13 @@
 //
 // SendAll sends several messages as Send would, in order. In a participant
 // with dds.Config.WriteBatch it queues their writes and flushes each class
-// it wrote to once before it returns, so the messages share datagrams
-// (Send still flushes every write), and the flusher drains a backlog the
-// same way. The server keeps WriteBatch off until its loop sends a turn's
-// messages with one SendAll.
+// once, with the write of the class's last message (one cgo call, as
+// Send's), so the messages of a class share datagrams (Send still flushes
+// every write), and the flusher drains a backlog the same way. The
+// server's replication loop sends each turn's messages with one SendAll
+// (internal/server, flushSends) and dyad serve turns WriteBatch on. A
+// class's datagrams are its own (one writer per topic), so only messages
+// of one class share them.
 //
 // # Goroutines and locks
 //

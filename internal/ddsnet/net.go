@@ -190,7 +190,10 @@ func (n *Net) Stats() Stats {
 	return Stats{SendTimeouts: n.sendTimeouts.Load(), SendBlocked: n.sendBlocked.Load(), Refused: n.refused.Load(), Batches: n.batches.Load(), Messages: n.messages.Load(), Takes: n.takes.Load()}
 }
 
-var _ transport.Batcher = (*Net)(nil)
+var (
+	_ transport.Batcher     = (*Net)(nil)
+	_ transport.BatchSender = (*Net)(nil)
+)
 
 // TopicName is the DDS topic of class c.
 func TopicName(prefix string, c transport.Class) string { return prefix + "_" + c.String() }

@@ -47,7 +47,7 @@ func blocking(c transport.Class) bool { return c == transport.Catchup }
 // class, and beyond that Send returns transport.ErrTimeout at once
 // (counted in SendTimeouts). A Catchup Send waits at the mark up to
 // SendTimeout, then returns ErrTimeout.
-func (n *Net) Send(m *transport.Message) error { return n.send(m, nil) }
+func (n *Net) Send(m *transport.Message) error { return n.send(m, nil, true) }
 
 // SendAll sends ms in order, each as Send would, and returns how many it
 // took (sent, or queued behind a writer at its high-water mark) and the
@@ -57,6 +57,10 @@ func (n *Net) Send(m *transport.Message) error { return n.send(m, nil) }
 // written is flushed once before SendAll returns, so a burst of small
 // messages costs a few datagrams instead of one each. Without
 // WriteBatch, SendAll is a loop of Sends.
+//
+// A class's last message in ms is written with a flush (one cgo call, as
+// Send's), so that a class with one message costs what Send does, and
+// one with k costs k calls and the datagrams its bytes need.
 func (n *Net) SendAll(ms []*transport.Message) (int, error) {
 	var flush uint32 // classes with samples to flush, 1<<c
 	defer func() {
@@ -67,8 +71,16 @@ func (n *Net) SendAll(ms []*transport.Message) (int, error) {
 			}
 		}
 	}()
+	var last [transport.NumClasses]int // index in ms of each class's last message
+	if n.cfg.DDS.WriteBatch {
+		for i, m := range ms {
+			if m.Class < transport.NumClasses {
+				last[m.Class] = i
+			}
+		}
+	}
 	for i, m := range ms {
-		if err := n.send(m, &flush); err != nil {
+		if err := n.send(m, &flush, m.Class < transport.NumClasses && last[m.Class] == i); err != nil {
 			return i, err
 		}
 	}
@@ -77,8 +89,10 @@ func (n *Net) SendAll(ms []*transport.Message) (int, error) {
 
 // send is Send; with flush (SendAll) in a batching participant a
 // non-blocking class's write only queues, and the class is added to
-// *flush for the caller to flush.
-func (n *Net) send(m *transport.Message, flush *uint32) error {
+// *flush for the caller to flush, unless final (the class's last message
+// of the SendAll): that one is written with a flush, which sends what
+// the class queued before it too, and the class leaves *flush.
+func (n *Net) send(m *transport.Message, flush *uint32, final bool) error {
 	if m.Class >= transport.NumClasses {
 		return fmt.Errorf("ddsnet: no class %d", m.Class)
 	}
@@ -111,10 +125,15 @@ func (n *Net) send(m *transport.Message, flush *uint32) error {
 	defer o.mu.Unlock()
 	if len(o.backlog) == 0 {
 		var err error
-		if flush != nil && n.cfg.DDS.WriteBatch {
+		switch {
+		case flush != nil && n.cfg.DDS.WriteBatch && final:
+			if err = n.write(m.Class, &h, payload); err == nil {
+				*flush &^= 1 << m.Class // the write flushed the class
+			}
+		case flush != nil && n.cfg.DDS.WriteBatch:
 			err = n.w[m.Class].Queue(&h, payload)
 			*flush |= 1 << m.Class
-		} else {
+		default:
 			err = n.write(m.Class, &h, payload)
 		}
 		if !errors.Is(err, dds.ErrTimeout) {

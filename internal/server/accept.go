@@ -81,13 +81,29 @@ func (r *replState) stamp(tr transport.Transport) transport.Transport {
 
 // Send implements transport.Transport.
 func (t *stampedTransport) Send(m *transport.Message) error {
+	t.fill(m)
+	return t.Transport.Send(m)
+}
+
+// SendAll implements transport.BatchSender: it stamps every message, then
+// sends them with one SendAll of the wrapped transport (one Send each if
+// it has none).
+func (t *stampedTransport) SendAll(ms []*transport.Message) (int, error) {
+	for _, m := range ms {
+		t.fill(m)
+	}
+	return transport.SendAll(t.Transport, ms)
+}
+
+// fill stamps m with the version the pair speaks and the peer, where m
+// names neither.
+func (t *stampedTransport) fill(m *transport.Message) {
 	if m.Version == 0 {
 		m.Version = t.proto.Load().Send
 	}
 	if m.To == 0 {
 		m.To = t.peer.Load()
 	}
-	return t.Transport.Send(m)
 }
 
 // stampedBatcher is stampedTransport over a transport.Batcher.
@@ -98,3 +114,15 @@ type stampedBatcher struct {
 
 // Send implements transport.Transport.
 func (t stampedBatcher) Send(m *transport.Message) error { return t.st.Send(m) }
+
+// The loop's turn goes to the transport in one SendAll through every
+// wrapper (flushSends), batching or not.
+var (
+	_ transport.BatchSender = (*stampedTransport)(nil)
+	_ transport.BatchSender = stampedBatcher{}
+	_ transport.BatchSender = (*meteredTransport)(nil)
+	_ transport.BatchSender = (*meteredBatcher)(nil)
+)
+
+// SendAll implements transport.BatchSender.
+func (t stampedBatcher) SendAll(ms []*transport.Message) (int, error) { return t.st.SendAll(ms) }

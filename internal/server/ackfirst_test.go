@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/dyad-db/dyad/internal/repl"
@@ -11,39 +10,33 @@ import (
 
 // ackSends records, for every ack a replica sends while armed, the index
 // it acknowledges, the last index in the replica's journal and the last
-// index it has applied, all read at the send, on the apply loop (Send
-// runs there, and the loop is the only goroutine that appends to the
+// index it has applied, all read at the send, on the apply loop (sends
+// run there, and the loop is the only goroutine that appends to the
 // journal or applies).
 type ackSends struct {
-	transport.Transport
-	mu   sync.Mutex
-	srv  *server.Server // nil: not armed
+	server.SendTap
+	srv  *server.Server // nil: not armed; guarded by the tap's lock
 	acks []ackSend
 }
 
 type ackSend struct{ index, journaled, applied uint64 }
 
-func (a *ackSends) Send(m *transport.Message) error {
-	if m.Kind == repl.KindAck {
-		a.mu.Lock()
-		if a.srv != nil {
+func newAckSends() *ackSends {
+	a := &ackSends{}
+	a.On = func(m *transport.Message) {
+		if m.Kind == repl.KindAck && a.srv != nil {
 			a.acks = append(a.acks, ackSend{index: m.Index, journaled: server.JournalLast(a.srv), applied: server.AppliedIndexLoop(a.srv)})
 		}
-		a.mu.Unlock()
 	}
-	return a.Transport.Send(m)
+	return a
 }
 
-func (a *ackSends) arm(srv *server.Server) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.srv, a.acks = srv, nil
-}
+func (a *ackSends) arm(srv *server.Server) { a.Reset(func() { a.srv, a.acks = srv, nil }) }
 
 func (a *ackSends) get() []ackSend {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]ackSend(nil), a.acks...)
+	var acks []ackSend
+	a.With(func() { acks = append(acks, a.acks...) })
+	return acks
 }
 
 // A replica acknowledges the leader's entries once they are in its
@@ -52,7 +45,7 @@ func (a *ackSends) get() []ackSend {
 // write's path. Every write is still shown on the replica once committed.
 func TestReplicaAcksJournaledEntriesBeforeApplying(t *testing.T) {
 	net := transport.NewMemNet()
-	acks := &ackSends{}
+	acks := newAckSends()
 	a := pairNodeWith(t, net, t.TempDir(), 1, true, nil)
 	b := pairNodeWith(t, net, t.TempDir(), 2, false, func(c *server.ReplConfig) {
 		acks.Transport = c.Transport

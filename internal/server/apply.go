@@ -182,7 +182,11 @@ func (s *Server) applier(ctx context.Context) error {
 		recvReady = s.repl.recvReady()
 		reads = s.repl.reads.c
 	}
+	// A turn's messages to the peer leave together (flushSends): at the
+	// top of the next turn, before the loop blocks, and as it stops.
+	defer s.flushSends()
 	for {
+		s.flushSends()
 		if s.repl != nil {
 			s.repl.resumeRecv()
 		}
@@ -220,6 +224,7 @@ func (s *Server) applier(ctx context.Context) error {
 			s.leadBatch(nil)
 			continue
 		}
+		s.flushSends() // what the drains above queued: the loop may block now
 		select {
 		case <-ctx.Done():
 			s.leave()

@@ -140,6 +140,23 @@ func (t *meteredTransport) Send(msg *transport.Message) error {
 	return nil
 }
 
+// SendAll implements transport.BatchSender: it counts as Send does, the
+// messages the wrapped transport took as sent and the first it refused
+// as a failure (the rest were not tried).
+func (t *meteredTransport) SendAll(ms []*transport.Message) (int, error) {
+	to := peerLabel(t.peer.Load())
+	n, err := transport.SendAll(t.Transport, ms)
+	var bytes int
+	for _, msg := range ms[:n] {
+		bytes += envelopeBytes + len(msg.Payload)
+	}
+	t.m.PeerSentBytes.WithLabelValues(to).Add(float64(bytes))
+	if err != nil {
+		t.m.PeerSentFailures.WithLabelValues(to).Inc()
+	}
+	return n, err
+}
+
 // observeAckRoundTrip records one replication round trip: from publishing
 // a batch (already durable here) to the replica's acknowledgement of it
 // (applied and durable there). It is dyad's peer round trip: unlike etcd's

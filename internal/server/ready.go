@@ -57,11 +57,29 @@ func (s *Server) handleReady() {
 		// Heartbeats wait for the release when the Ready changes no role
 		// (lateHeartbeats): the one a new commit index makes is then
 		// not on the path of the write it acknowledges.
+		// The Ready's messages join the turn's outbox (sendCore). Entries
+		// and an ack are on a write's path: they go out now, with
+		// whatever the turn queued before them, in one SendAll, before
+		// this node's flush (sendProposed) or the replica's apply
+		// (applyJournaled). So do a role change's, which keeps "persist,
+		// send, release". The rest (late heartbeats, control) goes out
+		// with the turn (applier).
 		late := lateHeartbeats(&rd)
+		now, acked := !late, false
 		for i := range rd.Messages {
-			if !late || rd.Messages[i].Kind != repl.KindHeartbeat {
-				s.sendCore(&rd.Messages[i])
+			m := &rd.Messages[i]
+			if late && m.Kind == repl.KindHeartbeat {
+				continue
 			}
+			queued := s.sendCore(m)
+			now = now || m.Kind == repl.KindEntries || queued && m.Kind == repl.KindAck
+			acked = acked || queued && m.Kind == repl.KindAck
+		}
+		if now {
+			s.flushSends()
+		}
+		if acked {
+			_ = failpoint.Hit(failpoint.AfterAck) // an error here has nothing left to undo
 		}
 		if journaled != nil && s.applyJournaled(journaled) != nil {
 			s.revokeGrant()
@@ -89,8 +107,9 @@ func (s *Server) handleReady() {
 				// waits in this thread's run queue until the loop
 				// blocks (Go runs a goroutine readied by a channel send
 				// next on the sender's P, which the loop keeps), and the
-				// heartbeat's send below is a cgo call of tens of µs.
-				// Yield, so that the answer goes out first. Only for
+				// heartbeat's send at the end of the turn (flushSends) is
+				// a cgo call of tens of µs. Yield, so that the answer
+				// goes out first. Only for
 				// one caller: with many, the loop would wait behind all
 				// of their handlers, and it is what bounds their
 				// throughput.
@@ -307,8 +326,10 @@ func putHardState(tx storage.WriteTx, hs *repl.HardState) error {
 	return nil
 }
 
-// sendCore sends a message of the core on the wire.
-func (s *Server) sendCore(m *repl.Message) {
+// sendCore queues a message of the core in the turn's outbox (r.out),
+// which flushSends sends; false if it queued nothing (a kind the wire does
+// not carry, or an ack an injected error drops).
+func (s *Server) sendCore(m *repl.Message) bool {
 	r := s.repl
 	tm := &transport.Message{Kind: m.Kind, Version: m.Version, To: m.To, Term: m.Term, Index: m.Index, Flags: m.Flags}
 	switch m.Kind {
@@ -321,9 +342,8 @@ func (s *Server) sendCore(m *repl.Message) {
 		// An injected error before the ack drops it, as a lost message
 		// would.
 		if failpoint.Hit(failpoint.BeforeAck) != nil {
-			return
+			return false
 		}
-		defer func() { _ = failpoint.Hit(failpoint.AfterAck) }() // an error here has nothing left to undo
 	case repl.KindCatchupReq:
 		tm.Class, tm.Payload = transport.Control, m.Catchup.Encode()
 	case repl.KindSnapReq:
@@ -335,11 +355,34 @@ func (s *Server) sendCore(m *repl.Message) {
 	case repl.KindLeaving:
 		tm.Class, tm.Payload = transport.Control, binary.BigEndian.AppendUint64(nil, m.Run)
 	default:
+		return false
+	}
+	r.out = append(r.out, tm)
+	return true
+}
+
+// flushSends sends the messages the loop has queued (r.out) with one
+// SendAll, in the order they were queued, so that in a participant with
+// write batching (ddsnet, dds.Config.WriteBatch) the messages of a class
+// share datagrams and one flush. A message the transport refuses is
+// logged and dropped, as a refused Send was; the ones after it are still
+// sent. Called on the apply loop only (it owns r.out): at the end of every
+// turn and wherever a Ready's messages must leave at once (handleReady).
+func (s *Server) flushSends() {
+	r := s.repl
+	if r == nil || len(r.out) == 0 {
 		return
 	}
-	if err := r.tr.Send(tm); err != nil {
-		s.log.Debug("replication message not sent", "kind", m.Kind, "err", err)
+	for ms := r.out; len(ms) > 0; {
+		n, err := transport.SendAll(r.tr, ms)
+		if err == nil || n >= len(ms) {
+			break
+		}
+		s.log.Debug("replication message not sent", "kind", ms[n].Kind, "err", err)
+		ms = ms[n+1:]
 	}
+	clear(r.out)
+	r.out = r.out[:0]
 }
 
 // countCore adds the core's counters to the metrics.

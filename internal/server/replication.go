@@ -94,6 +94,10 @@ type replState struct {
 	// applies them once their ack is sent, before it returns. Nil outside
 	// that window.
 	journaled []repl.Entry
+	// out is the turn's outbox: the core's messages queued by sendCore
+	// and not yet sent (flushSends). Only the apply loop touches it; it
+	// is empty whenever the loop blocks.
+	out []*transport.Message
 
 	// snap is the snapshot being received (nil: none); conflictSet the
 	// conflict record of the split brain this node lost and has not yet

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -12,12 +11,11 @@ import (
 
 // commitBeats records, for every heartbeat a primary sends, the commit
 // index it carries and the primary's visible revision at the moment of
-// the send. Send runs on the primary's apply loop, which is also the only
+// the send. Sends run on the primary's apply loop, which is also the only
 // goroutine that makes revisions visible, so the pair is exact.
 type commitBeats struct {
-	transport.Transport
-	mu    sync.Mutex
-	srv   *server.Server // set once the node is made; nil: not recording
+	server.SendTap
+	srv   *server.Server // set once the node is made; nil: not recording; guarded by the tap's lock
 	beats []commitBeat
 }
 
@@ -26,32 +24,28 @@ type commitBeat struct {
 	visible int64
 }
 
-func (c *commitBeats) Send(m *transport.Message) error {
-	if m.Kind == repl.KindHeartbeat {
-		c.mu.Lock()
-		if c.srv != nil {
-			if hb, err := repl.DecodeHeartbeat(m.Payload); err == nil {
-				visible, _, _ := c.srv.Store().Revs()
-				c.beats = append(c.beats, commitBeat{commit: hb.Commit, visible: visible})
-			}
+func newCommitBeats() *commitBeats {
+	c := &commitBeats{}
+	c.On = func(m *transport.Message) {
+		if m.Kind != repl.KindHeartbeat || c.srv == nil {
+			return
 		}
-		c.mu.Unlock()
+		if hb, err := repl.DecodeHeartbeat(m.Payload); err == nil {
+			visible, _, _ := c.srv.Store().Revs()
+			c.beats = append(c.beats, commitBeat{commit: hb.Commit, visible: visible})
+		}
 	}
-	return c.Transport.Send(m)
+	return c
 }
 
-func (c *commitBeats) start(srv *server.Server) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.srv, c.beats = srv, nil
-}
+func (c *commitBeats) start(srv *server.Server) { c.Reset(func() { c.srv, c.beats = srv, nil }) }
 
 // firstCovering returns the first recorded heartbeat whose commit index
 // covers index.
 func (c *commitBeats) firstCovering(index uint64) (commitBeat, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, b := range c.beats {
+	var beats []commitBeat
+	c.With(func() { beats = append(beats, c.beats...) })
+	for _, b := range beats {
 		if b.commit >= index {
 			return b, true
 		}
@@ -65,7 +59,7 @@ func (c *commitBeats) firstCovering(index uint64) (commitBeat, bool) {
 // the heartbeat's send is not on the write's path.
 func TestCommitHeartbeatFollowsTheRelease(t *testing.T) {
 	net := transport.NewMemNet()
-	beats := &commitBeats{}
+	beats := newCommitBeats()
 	a := pairNodeWith(t, net, t.TempDir(), 1, true, func(c *server.ReplConfig) {
 		beats.Transport = c.Transport
 		c.Transport = beats

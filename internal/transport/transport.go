@@ -140,6 +140,30 @@ type Batcher interface {
 	MaxBatch() int
 }
 
+// BatchSender is a Transport that sends several messages in one call
+// (ddsnet: the messages of one class share datagrams and one flush).
+// SendAll sends ms in order, each as Send would, and returns how many it
+// took and the error of the first one it did not take (the rest are not
+// sent). Per-class order is Send's: a class's messages go out in the
+// order of ms; across classes there is no order, as with Send.
+type BatchSender interface {
+	SendAll(ms []*Message) (int, error)
+}
+
+// SendAll sends ms through t's SendAll when t is a BatchSender, and with
+// one Send each otherwise; it returns what BatchSender.SendAll returns.
+func SendAll(t Transport, ms []*Message) (int, error) {
+	if b, ok := t.(BatchSender); ok {
+		return b.SendAll(ms)
+	}
+	for i, m := range ms {
+		if err := t.Send(m); err != nil {
+			return i, err
+		}
+	}
+	return len(ms), nil
+}
+
 var (
 	// ErrTimeout: Send was blocked by back-pressure for too long; the
 	// message was not queued.
