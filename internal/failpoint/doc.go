@@ -26,6 +26,10 @@
 //	                        and about to replace the data file
 //	snapshot-after-install  replica: the data file was replaced; memory is not
 //	                        reloaded yet
+//	truncate-suffix         replica: about to drop a never-acknowledged suffix in
+//	                        place; an error refuses the drop, changing nothing,
+//	                        as a suffix that cannot be undone in place is
+//	                        refused, and the node resyncs from a snapshot
 //
 // A failpoint is armed with a term (see Parse):
 //

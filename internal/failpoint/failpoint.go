@@ -20,12 +20,13 @@ const (
 	CatchupServe          = "catchup-serve"
 	SnapshotBeforeInstall = "snapshot-before-install"
 	SnapshotAfterInstall  = "snapshot-after-install"
+	TruncateSuffix        = "truncate-suffix"
 )
 
 // Names lists every failpoint, sorted.
 func Names() []string {
 	n := []string{BeforeCommit, AfterCommit, BeforeAck, AfterAck, BeforeRelease,
-		CatchupApply, CatchupServe, SnapshotBeforeInstall, SnapshotAfterInstall}
+		CatchupApply, CatchupServe, SnapshotBeforeInstall, SnapshotAfterInstall, TruncateSuffix}
 	slices.Sort(n)
 	return n
 }

@@ -6,6 +6,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/dyad-db/dyad/internal/failpoint"
 	"github.com/dyad-db/dyad/internal/mvcc"
 	"github.com/dyad-db/dyad/internal/repl"
 	"github.com/dyad-db/dyad/internal/repl/replstore"
@@ -22,7 +23,15 @@ var errNotDroppable = errors.New("the suffix cannot be dropped in place")
 // from a snapshot. It returns an error only when the node stops (fail).
 func (s *Server) truncateSuffix(keep uint64) error {
 	r := s.repl
-	err := s.dropSuffix(keep)
+	err := failpoint.Hit(failpoint.TruncateSuffix)
+	if err != nil {
+		// An injected refusal takes the snapshot path below, as a suffix
+		// that cannot be undone in place does (test/robustness drives the
+		// crashes inside a snapshot install through it).
+		err = fmt.Errorf("%w: %w", errNotDroppable, err)
+	} else {
+		err = s.dropSuffix(keep)
+	}
 	if errors.Is(err, errNotDroppable) {
 		s.log.Warn("dropping a synchronous suffix that was never acknowledged: resyncing from the leader", "applied-index", s.appliedIdx, "common-prefix", keep, "why", err)
 		r.node.Truncated(repl.RestartState{}, err)

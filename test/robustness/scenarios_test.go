@@ -193,25 +193,28 @@ func crashInCatchup(name string, at role) func(h *harness) int {
 	}
 }
 
-// crashInSnapshot: the primary crashes right after a commit, so its log may
-// hold an entry the replica never acknowledged; the replica takes over, and
-// the old primary rejoins by installing the new primary's snapshot (if its
-// log diverged), crashing there once.
+// crashInSnapshot: the primary's link to the replica goes down, so the
+// writes it takes next are never acknowledged, and it is killed half a
+// lease later; the replica takes over, and the old primary rejoins with a
+// suffix its new leader lacks. It would drop that suffix in place (it
+// knows its commit bound); the drop is refused (failpoint
+// truncate-suffix), as for a suffix that cannot be undone in place, so
+// that it installs the new primary's snapshot instead, crashing there once.
 func crashInSnapshot(name string) func(h *harness) int {
 	return func(h *harness) int {
 		old := primary(h)
-		h.armCrash(old, failpoint.AfterCommit)
-		if !h.waitExit(old, resumeWithin) {
-			h.notef("node %v did not commit within %v", old, resumeWithin)
-			return 0
-		}
-		h.p.WaitLeading(old.Other(), resumeWithin)
+		h.p.Net.LinkDown(old, old.Other())
+		h.notef("link down from %v to %v", old, old.Other())
+		time.Sleep(peerLease / 2) // before either node changes role
 		h.p.Kill(old)
-		h.p.StartEnv(old, []string{failpoint.EnvVar + "=" + name + "=1*crash"})
+		h.notef("kill -9 node %v", old)
+		h.p.Net.LinkUp()
+		h.p.WaitLeading(old.Other(), resumeWithin)
+		h.p.StartEnv(old, []string{failpoint.EnvVar + "=" + name + "=1*crash;" + failpoint.TruncateSuffix + "=1*error(refused by the test)"})
 		if h.waitExit(old, resumeWithin) {
 			h.notef("node %v crashed at %s", old, name)
 		} else {
-			h.notef("node %v rejoined without a snapshot (its log had not diverged, or its diverged suffix was dropped in place)", old)
+			h.notef("node %v rejoined without a snapshot (its log had not diverged)", old)
 		}
 		return 2
 	}
