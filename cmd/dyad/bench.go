@@ -82,7 +82,8 @@ and the two-zone benchmarks, which run after a target's operations:
 and the scale profile, after a target's operations too:
   scale        dyad, dyad-pair, etcd-1, etcd-3: load --scale-objects pod-shaped
                objects, then time to serve after a restart, get latency, put
-               rate and watch lag under --scale-watchers watchers, and put
+               rate and watch lag under --scale-watchers watchers (closed-loop
+               writers, then puts paced at --scale-watch-rate), and put
                latency during a storm of paginated LISTs
 "all" (the default) is every profile of every list.
 
@@ -235,6 +236,7 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.IntVar(&sc.Objects, "scale-objects", 500000, "scale: objects loaded (fewer for a quick run).")
 	fl.IntVar(&sc.ObjectSize, "scale-object-size", 2048, "scale: bytes per object.")
 	fl.IntVar(&sc.Watchers, "scale-watchers", 1000, "scale: watchers on the object prefix.")
+	fl.IntVar(&sc.WatchRate, "scale-watch-rate", 1000, "scale: puts per second of the paced phase under the watchers, issued open-loop (0 skips it).")
 	fl.IntVar(&sc.Writers, "scale-writers", 16, "scale: concurrent writers in the put phases.")
 	fl.IntVar(&sc.Listers, "scale-listers", 2, "scale: concurrent paginated LISTs in the storm.")
 	fl.DurationVar(&sc.Duration, "scale-duration", 10*time.Second, "scale: measured time per phase.")

@@ -38,7 +38,10 @@ type Config struct {
 	Watchers   int // watches on the object prefix during the watched puts
 	Writers    int // concurrent putters in the put phases
 	Listers    int // concurrent paginated LISTs in the storm
-	PageSize   int64
+	// WatchRate is the total put rate (per second) of the paced phase
+	// under the watchers; 0 skips the phase.
+	WatchRate int
+	PageSize  int64
 	// Duration of each measured phase.
 	Duration time.Duration
 	// Prefix starts every key ("/registry/..."); the objects live under
@@ -57,7 +60,7 @@ func Applies(t target.Target) bool { return slices.Contains(Systems, t.Name()) }
 // Expected is roughly how long Run takes on a target, for the progress bar.
 func (c Config) Expected() time.Duration {
 	load := time.Duration(c.Objects) * 300 * time.Microsecond // ~3,000 puts/s
-	return load + 4*c.Duration + 30*time.Second
+	return load + 5*c.Duration + 30*time.Second
 }
 
 // Row is one target's figures.
@@ -79,6 +82,21 @@ type Row struct {
 	// Missed counts events a watcher never delivered before the phase
 	// ended.
 	Missed int64 `json:"missed"`
+	// The paced phase, under the same watchers: puts issued open-loop at
+	// Config.WatchRate. PacedPutRate is the puts acknowledged per second
+	// (from the first put's due time to the last acknowledgement),
+	// PacedPut their latency, PacedLag the lag of their events from each
+	// put's send, PacedMissed the events never delivered and PacedHeld
+	// the puts the pacer held back because maxInFlight puts awaited
+	// their acknowledgement (0 when the target kept up).
+	PacedPutRate float64 `json:"paced_put_rate"`
+	PacedPut     Dist    `json:"paced_put"`
+	PacedLag     Dist    `json:"paced_watch_lag"`
+	// PacedLagAck is the same events' lag from each put's
+	// acknowledgement (0 if delivered first): the fan-out alone.
+	PacedLagAck Dist  `json:"paced_watch_lag_ack"`
+	PacedMissed int64 `json:"paced_missed"`
+	PacedHeld   int64 `json:"paced_held"`
 	// Put is the writers' latency alone, PutStorm during the LIST storm;
 	// Pages is the first pages' latency, Lists the full LISTs completed
 	// and ListPages the pages read.
@@ -360,102 +378,221 @@ func (b *bench) puts(ctx context.Context, row *Row, prog func(float64)) error {
 	return nil
 }
 
-// watched measures the writers with cfg.Watchers watches open, each on one
-// of the objects' 100 namespaces (so every write reaches Watchers/100 of
-// them, as kubelets each watch their own pods; a watch on the whole prefix
-// would have the bench's one process decode a thousand copies of every
-// object and measure itself), over 16 client connections (one watch
-// stream each).
+// watched opens cfg.Watchers watches, each on one of the objects' 100
+// namespaces (so every write reaches Watchers/100 of them, as kubelets each
+// watch their own pods; a watch on the whole prefix would have the bench's
+// one process decode a thousand copies of every object and measure
+// itself), over 16 client connections (one watch stream each), and runs
+// two phases under them: closed-loop, cfg.Writers writers as fast as the
+// target acknowledges (the put rate under the watchers, and the lag at
+// that rate); then paced, puts issued open-loop at cfg.WatchRate per
+// second (the lag at the same load on every target).
 func (b *bench) watched(ctx context.Context, row *Row, prog func(float64)) error {
-	const conns = 16
-	var wg sync.WaitGroup // the watchers
-	wctx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); wg.Wait() }()
-	var clis []*clientv3.Client
-	defer func() {
-		for _, c := range clis {
-			c.Close()
-		}
-	}()
-	for range conns {
-		c, err := clientv3.New(clientv3.Config{Endpoints: b.eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			return err
-		}
-		clis = append(clis, c)
+	ws, err := b.openWatchers(ctx)
+	if ws != nil {
+		defer ws.close()
 	}
-	head, err := b.cli.Get(ctx, b.prefix()+"none")
 	if err != nil {
 		return err
 	}
+	half := func(off float64) func(float64) { return func(f float64) { prog(off + f/2) } }
+	if err := b.closedLoop(ctx, ws, row, half(0)); err != nil {
+		return err
+	}
+	if b.cfg.WatchRate > 0 {
+		if err := b.paced(ctx, ws, row, half(0.5)); err != nil {
+			return err
+		}
+	}
+	ws.close() // the watchers merge their figures as they end
+	row.WatchLag, row.PacedLag, row.PacedLagAck = ws.lag(lagClosed), ws.lag(lagPaced), ws.lag(lagPacedAck)
+	return nil
+}
+
+// The phases of the watched puts, as indexes of watchSet.delivered.
+const (
+	phaseClosed = iota
+	phasePaced
+	nPhases
+)
+
+// The lags the watchers record, as indexes of watchSet.lags: the
+// closed-loop phase's from the acknowledgement, the paced phase's from
+// the send (its figure) and from the acknowledgement (the fan-out alone,
+// without the write's own latency).
+const (
+	lagClosed = iota
+	lagPaced
+	lagPacedAck
+	nLags
+)
+
+// watchSet is the watchers of the watched phases and what they measured.
+// Each watcher tells the phase of an event by its value (pacedSeq) and
+// records its lag: for a closed-loop event, from the write's
+// acknowledgement (acks; 0 if the event came first), for a paced one, from
+// the put's send (sends, stored before the put is sent, so always there)
+// and from its acknowledgement (pacedAcks).
+type watchSet struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the watchers
+	clis   []*clientv3.Client
+	acks   sync.Map       // closed-loop: revision → ack time
+	sends  []atomic.Int64 // paced: sequence → send time (Unix ns)
+	// pacedAcks: sequence → ack time (Unix ns), 0 until acknowledged.
+	pacedAcks []atomic.Int64
+
+	delivered [nPhases]atomic.Int64
+	mu        sync.Mutex // guards lags
+	lags      [nLags]*hdrhistogram.Histogram
+}
+
+func newLagHist() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) // µs
+}
+
+// openWatchers starts the watchers and returns once every one is created.
+// The caller closes the set (also after an error, when it is not nil).
+func (b *bench) openWatchers(ctx context.Context) (*watchSet, error) {
+	const conns = 16
+	wctx, cancel := context.WithCancel(ctx)
+	ws := &watchSet{cancel: cancel}
+	for l := range nLags {
+		ws.lags[l] = newLagHist()
+	}
+	if b.cfg.WatchRate > 0 {
+		ws.sends = make([]atomic.Int64, pacedCap(b.cfg))
+		ws.pacedAcks = make([]atomic.Int64, pacedCap(b.cfg))
+	}
+	for range conns {
+		c, err := clientv3.New(clientv3.Config{Endpoints: b.eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return ws, err
+		}
+		ws.clis = append(ws.clis, c)
+	}
+	head, err := b.cli.Get(ctx, b.prefix()+"none")
+	if err != nil {
+		return ws, err
+	}
 	from := head.Header.Revision + 1
-	var acks sync.Map // revision → ack time
-	var mu sync.Mutex
-	lags := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) // µs
-	var delivered atomic.Int64
 	ready := make(chan struct{}, b.cfg.Watchers)
 	for i := range b.cfg.Watchers {
 		ns := fmt.Sprintf("%spods/ns-%03d/", b.prefix(), i%namespaces)
-		wch := clis[i%conns].Watch(clientv3.WithRequireLeader(wctx), ns, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
-		wg.Go(func() {
-			mine := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-			defer func() { mu.Lock(); lags.Merge(mine); mu.Unlock() }()
-			first := true
-			for resp := range wch {
-				if first {
-					first = false
-					ready <- struct{}{}
-				}
-				now := time.Now()
-				for _, ev := range resp.Events {
-					lag := time.Duration(0)
-					if at, ok := acks.Load(ev.Kv.ModRevision); ok {
-						lag = max(now.Sub(at.(time.Time)), 0)
-					}
-					_ = mine.RecordValue(max(lag.Microseconds(), 1))
-					delivered.Add(1)
-				}
-			}
-		})
+		wch := ws.clis[i%conns].Watch(clientv3.WithRequireLeader(wctx), ns, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
+		ws.wg.Go(func() { ws.watch(wch, ready) })
 	}
 	for range b.cfg.Watchers {
 		select {
 		case <-ready:
 		case <-ctx.Done():
-			return ctx.Err()
+			return ws, ctx.Err()
 		case <-time.After(time.Minute):
-			return errors.New("the watchers did not all start within a minute")
+			return ws, errors.New("the watchers did not all start within a minute")
 		}
 	}
+	return ws, nil
+}
+
+// watch is one watcher's loop: it records the lag of every event it is
+// delivered until its channel closes, then merges its figures.
+func (ws *watchSet) watch(wch clientv3.WatchChan, ready chan<- struct{}) {
+	var mine [nLags]*hdrhistogram.Histogram
+	for l := range nLags {
+		mine[l] = newLagHist()
+	}
+	defer func() {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		for l := range nLags {
+			ws.lags[l].Merge(mine[l])
+		}
+	}()
+	first := true
+	for resp := range wch {
+		if first {
+			first = false
+			ready <- struct{}{}
+		}
+		now := time.Now()
+		since := func(at int64) int64 { return max((now.UnixNano()-at)/1e3, 1) } // µs, 1 if at is later
+		for _, ev := range resp.Events {
+			if seq, ok := pacedSeq(ev.Kv.Value); ok && seq < int64(len(ws.sends)) {
+				_ = mine[lagPaced].RecordValue(since(ws.sends[seq].Load()))
+				ack := int64(1)
+				if at := ws.pacedAcks[seq].Load(); at != 0 {
+					ack = since(at)
+				}
+				_ = mine[lagPacedAck].RecordValue(ack)
+				ws.delivered[phasePaced].Add(1)
+				continue
+			}
+			lag := int64(1)
+			if at, ok := ws.acks.Load(ev.Kv.ModRevision); ok {
+				lag = since(at.(time.Time).UnixNano())
+			}
+			_ = mine[lagClosed].RecordValue(lag)
+			ws.delivered[phaseClosed].Add(1)
+		}
+	}
+}
+
+// close stops the watchers and waits for them (their figures merged). It
+// may be called again.
+func (ws *watchSet) close() {
+	ws.cancel()
+	ws.wg.Wait()
+	for _, c := range ws.clis {
+		c.Close()
+	}
+	ws.clis = nil
+}
+
+// drain waits until the watchers were delivered every event of phase p
+// that puts writes owe them (each write reaches the watchers of its
+// namespace) or 10 s pass, and returns how many are missing (0 when the
+// watchers are not spread evenly and the count is unknown).
+func (b *bench) drain(ctx context.Context, ws *watchSet, p int, puts int64) (missed int64, err error) {
+	if b.cfg.Watchers%namespaces != 0 {
+		return 0, nil
+	}
+	want := puts * int64(b.cfg.Watchers/namespaces)
+	deadline := time.Now().Add(10 * time.Second)
+	for ws.delivered[p].Load() < want && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return max(want-ws.delivered[p].Load(), 0), nil
+}
+
+// lag is the distribution of the lags l. The watchers merge their figures
+// when they end: call it after ws.close.
+func (ws *watchSet) lag(l int) Dist {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	h := ws.lags[l]
+	us := func(q float64) time.Duration { return time.Duration(h.ValueAtQuantile(q)) * time.Microsecond }
+	return Dist{N: int(h.TotalCount()), P50: us(50), P99: us(99), Max: time.Duration(h.Max()) * time.Microsecond}
+}
+
+// closedLoop runs the writers under the watchers for cfg.Duration: the
+// put rate under the watchers and the lag from each acknowledgement.
+func (b *bench) closedLoop(ctx context.Context, ws *watchSet, row *Row, prog func(float64)) error {
 	stop, wait := timed(ctx, b.cfg.Duration, prog)
 	start := time.Now()
 	var puts atomic.Int64
-	lat, err := b.writers(ctx, stop, func(rev int64, at time.Time) { acks.Store(rev, at); puts.Add(1) })
+	lat, err := b.writers(ctx, stop, func(rev int64, at time.Time) { ws.acks.Store(rev, at); puts.Add(1) })
 	wait()
 	if err != nil {
 		return err
 	}
 	row.PutRateWatched = float64(len(lat)) / time.Since(start).Seconds()
-	// Give the watchers until every event is delivered or 10 s pass. Each
-	// write reaches the watchers of its namespace.
-	perNS := b.cfg.Watchers / namespaces
-	if b.cfg.Watchers%namespaces != 0 {
-		perNS = -1 // uneven: count nothing as missed
+	if row.Missed, err = b.drain(ctx, ws, phaseClosed, puts.Load()); err != nil {
+		return err
 	}
-	want := puts.Load() * int64(max(perNS, 0))
-	deadline := time.Now().Add(10 * time.Second)
-	for delivered.Load() < want && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	cancel()
-	wg.Wait()
-	us := func(q float64) time.Duration { return time.Duration(lags.ValueAtQuantile(q)) * time.Microsecond }
-	row.WatchLag = Dist{N: int(lags.TotalCount()), P50: us(50), P99: us(99), Max: time.Duration(lags.Max()) * time.Microsecond}
-	row.Missed = max(want-delivered.Load(), 0)
 	return nil
 }
 

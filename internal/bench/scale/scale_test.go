@@ -26,12 +26,13 @@ func TestDistOf(t *testing.T) {
 }
 
 // TestSection: each dyad target is compared with its etcd (dyad with
-// etcd-1, dyad-pair with etcd-3), a missing baseline gives no ratio, and a
-// failed target is shown as failed.
+// etcd-1, dyad-pair with etcd-3), a missing baseline gives no ratio, a
+// failed target is shown as failed, and the paced phase's figures and rate
+// are shown beside the closed-loop ones.
 func TestSection(t *testing.T) {
-	r := &Result{Config: Config{Objects: 1000, ObjectSize: 2048, Watchers: 10, Writers: 2, Listers: 1, PageSize: 500, Duration: time.Second}, Rows: []Row{
-		{Target: "dyad", Serve: 2 * time.Second, PutRate: 300},
-		{Target: "etcd-1", Serve: 4 * time.Second, PutRate: 200},
+	r := &Result{Config: Config{Objects: 1000, ObjectSize: 2048, Watchers: 10, Writers: 2, Listers: 1, PageSize: 500, Duration: time.Second, WatchRate: 1000}, Rows: []Row{
+		{Target: "dyad", Serve: 2 * time.Second, PutRate: 300, PacedLag: Dist{P99: 2 * time.Millisecond}},
+		{Target: "etcd-1", Serve: 4 * time.Second, PutRate: 200, PacedLag: Dist{P99: 4 * time.Millisecond}},
 		{Target: "dyad-pair", Serve: time.Second, PutRate: 100},
 		{Target: "etcd-3", Err: "start: no etcd"},
 	}}
@@ -44,6 +45,8 @@ func TestSection(t *testing.T) {
 		"| figure | dyad | etcd-1 | dyad-pair | etcd-3 | dyad ÷ etcd-1 | dyad-pair ÷ etcd-3 |",
 		"| time to serve after restart | 2.00 s | 4.00 s | 1.00 s | failed | 0.50× | — |",
 		"| put rate, no watcher | 300/s | 200/s | 100/s | failed | 1.50× | — |",
+		"| paced: watch lag p99 | 2.00 ms | 4.00 ms | 0 µs | failed | 0.50× | — |",
+		"paced (1000 puts/s issued open-loop",
 		"etcd-3 failed: start: no etcd",
 	} {
 		if !strings.Contains(md, want) {

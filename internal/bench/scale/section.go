@@ -91,6 +91,15 @@ var figures = []struct {
 	{"watch lag p50", func(r Row) float64 { return r.WatchLag.P50.Seconds() }, seconds},
 	{"watch lag p99", func(r Row) float64 { return r.WatchLag.P99.Seconds() }, seconds},
 	{"watch lag max", func(r Row) float64 { return r.WatchLag.Max.Seconds() }, seconds},
+	{"paced: puts acknowledged", func(r Row) float64 { return r.PacedPutRate }, perSecond},
+	{"paced: put p50", func(r Row) float64 { return r.PacedPut.P50.Seconds() }, seconds},
+	{"paced: put p99", func(r Row) float64 { return r.PacedPut.P99.Seconds() }, seconds},
+	{"paced: watch events delivered", func(r Row) float64 { return float64(r.PacedLag.N) }, count},
+	{"paced: watch lag p50", func(r Row) float64 { return r.PacedLag.P50.Seconds() }, seconds},
+	{"paced: watch lag p99", func(r Row) float64 { return r.PacedLag.P99.Seconds() }, seconds},
+	{"paced: watch lag max", func(r Row) float64 { return r.PacedLag.Max.Seconds() }, seconds},
+	{"paced: watch lag p50 from the ack", func(r Row) float64 { return r.PacedLagAck.P50.Seconds() }, seconds},
+	{"paced: watch lag p99 from the ack", func(r Row) float64 { return r.PacedLagAck.P99.Seconds() }, seconds},
 	{"put p50 alone", func(r Row) float64 { return r.Put.P50.Seconds() }, seconds},
 	{"put p99 alone", func(r Row) float64 { return r.Put.P99.Seconds() }, seconds},
 	{"put p50 during the LIST storm", func(r Row) float64 { return r.PutStorm.P50.Seconds() }, seconds},
@@ -122,8 +131,15 @@ func fmtFigure(v float64, kind int) string {
 func (r *Result) Markdown(w io.Writer) error {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "%d pod-shaped objects of %d bytes on each target; %s per phase; %d writers updating random objects; %d watchers, as many on each of the objects' 100 namespaces (16 watch streams); %d listers reading it all in pages of %d. Time to serve: every process stopped with SIGTERM and started again, until a linearizable read and a write both succeed. Ratios are dyad ÷ etcd-1 and dyad-pair ÷ etcd-3 (below 1 is better for times, above 1 for rates).\n\n",
+	fmt.Fprintf(&b, "%d pod-shaped objects of %d bytes on each target; %s per phase; %d writers updating random objects; %d watchers, as many on each of the objects' 100 namespaces (16 watch streams); %d listers reading it all in pages of %d. Time to serve: every process stopped with SIGTERM and started again, until a linearizable read and a write both succeed. ",
 		c.Objects, c.ObjectSize, c.Duration, c.Writers, c.Watchers, c.Listers, c.PageSize)
+	b.WriteString("Under the watchers, two phases: closed-loop (the writers as fast as the target acknowledges; the watch lag from each write's acknowledgement, 0 if delivered first) ")
+	if c.WatchRate > 0 {
+		fmt.Fprintf(&b, "and paced (%d puts/s issued open-loop, whatever the target's speed, so every target's lag is measured at the same load; the lag from each put's send, and, for the fan-out alone, from its acknowledgement). ", c.WatchRate)
+	} else {
+		b.WriteString("and paced (skipped: no rate given). ")
+	}
+	b.WriteString("Ratios are dyad ÷ etcd-1 and dyad-pair ÷ etcd-3 (below 1 is better for times, above 1 for rates).\n\n")
 	var cols []string
 	for _, row := range r.Rows {
 		cols = append(cols, row.Target)
@@ -160,6 +176,12 @@ func (r *Result) Markdown(w io.Writer) error {
 		}
 		if row.Missed > 0 {
 			fmt.Fprintf(&b, "\n%s: %d watch events not delivered within 10 s of the last write.\n", row.Target, row.Missed)
+		}
+		if row.PacedMissed > 0 {
+			fmt.Fprintf(&b, "\n%s: %d paced watch events not delivered within 10 s of the last put.\n", row.Target, row.PacedMissed)
+		}
+		if row.PacedHeld > 0 {
+			fmt.Fprintf(&b, "\n%s: %d paced puts held back behind %d awaiting acknowledgement (the target did not keep up with the rate).\n", row.Target, row.PacedHeld, maxInFlight)
 		}
 		if row.Err != "" {
 			fmt.Fprintf(&b, "\n%s failed: %s\n", row.Target, strings.ReplaceAll(row.Err, "\n", " "))
