@@ -98,6 +98,22 @@ func (n *Node) Protocol() ProtocolStatus {
 // build before this node heard of it.
 func (n *Node) SendsBeforeFlush() bool { return n.Protocol().Send >= ProtocolV3 }
 
+// durableCommit reports whether the pair speaks ProtocolV4 or later: the
+// replica commits what both nodes hold durably (commitDurable), and the
+// leader announces its durable index as it moves instead of its commit
+// index. It takes the version both nodes settled on: a peer that
+// advertises ProtocolV4 is a build whose leader reads wait for what such
+// a replica may show (leaderIndex).
+func (n *Node) durableCommit() bool { return n.Protocol().Version >= ProtocolV4 }
+
+// readsWaitDurable reports whether this build's leader makes a
+// linearizable read wait for the durable index it had when the read
+// arrived: every build that speaks ProtocolV4 does, whatever version the
+// pair speaks now, since a replica that spoke it with this node may have
+// shown an entry before this node's commit index covered it and then
+// stopped (a rollback to an older build) before its ack arrived.
+func (n *Node) readsWaitDurable() bool { return n.proto.own.Max >= ProtocolV4 }
+
 // Admit decides whether this node acts on m at all. It drops, and counts
 // (Counters.Refused), a message addressed to another node, one from a party
 // other than the peer, one in a protocol version this node does not speak,

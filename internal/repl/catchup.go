@@ -45,7 +45,7 @@ func (n *Node) askSnapshot(floor uint64) {
 	}
 	pr.Snap.Req, pr.snapMin = id, floor
 	pr.Catchup.Req = 0
-	n.verified = false
+	n.unverify()
 	pr.asked = n.now
 	n.send(Message{Kind: KindSnapReq, Term: id, Index: floor})
 }
@@ -188,7 +188,7 @@ func (n *Node) catchupRefused(m *Message) {
 		// 9870 dropped 84 applied entries, and its revision went back).
 		keep = max(keep, min(n.commit, n.persisted))
 		if keep > 0 && keep < n.persisted {
-			n.verified = false
+			n.unverify()
 			n.dropAt = keep
 			n.rd.Truncate = keep
 			return

@@ -192,7 +192,10 @@ func (h *harness) crash(x *hnode) {
 // lose drops x's last n log entries, and the epoch records that start in
 // them: a crash before they were synced. This harness reports Persisted
 // at once, so x's commit covered them; they count as never acknowledged
-// (a scenario that uses this must not rely on their acknowledgement).
+// (a scenario that uses this must not rely on their acknowledgement, and
+// must not let the peer hear x's durable index cover them: from
+// ProtocolV4 on the peer commits what both hold durably. A flush that
+// has not ended is "unsynced", which a crash loses as a disk would).
 func (h *harness) lose(x *hnode, n int) {
 	x.log = x.log[: len(x.log)-n : len(x.log)-n]
 	for ; h.ackedTo > uint64(len(x.log)); h.ackedTo-- {

@@ -61,7 +61,7 @@ func (n *Node) stepHeartbeat(m *Message) {
 		// the two logs part unseen. Verify this log again, as after
 		// following anew (answers to requests made before describe the
 		// earlier run).
-		n.verified = false
+		n.unverify()
 		pr.Catchup.Req = 0
 		n.askCatchup()
 	}
@@ -75,6 +75,11 @@ func (n *Node) stepHeartbeat(m *Message) {
 		n.holdOff = "the peer does not hear this node"
 	}
 	n.maxTerm = max(n.maxTerm, hb.MaxTerm)
+	if n.role == RoleReplica && hb.Role.Leads() && hb.Epoch == n.following {
+		// Heartbeats of this run arrive in order (older ones were
+		// dropped above), and its durable index never goes back.
+		n.leaderDurable = max(n.leaderDurable, hb.Applied)
+	}
 	if n.role == RoleReplica && n.verified && hb.Role.Leads() && hb.Epoch == n.following && hb.Commit > n.commit {
 		// The commit index a replica knows: never past what it holds, and
 		// only over entries verified to be its leader's. Until a catch-up
@@ -86,6 +91,7 @@ func (n *Node) stepHeartbeat(m *Message) {
 		// from this leader since.
 		n.commit = min(hb.Commit, n.persisted)
 	}
+	n.commitDurable()
 	n.evaluate()
 	n.releaseReads()
 }
@@ -158,4 +164,34 @@ func (n *Node) heardSinceThaw(hb *Heartbeat, now int64) bool {
 // (sim seeds 415178, 846391; crossed_follow_read).
 func (n *Node) grantsLease(hb *Heartbeat) bool {
 	return n.role != RoleReplica || hb.Role == RolePrimary
+}
+
+// commitDurable raises a verified replica's commit index to the lower of
+// its own durable index and the one its leader announced, when the pair
+// speaks ProtocolV4: an entry durable on both nodes is what the leader's
+// commit index will cover once the ack reaches it, and nothing can take
+// it back. The leader cannot lose it (it is on its disk, and a restarted
+// leader keeps what it holds when it leads again), this replica cannot
+// (on its disk too), a replica's suffix is dropped only above its commit
+// index (catchupRefused), and a later leader is one of the two. What the
+// replica shows or answers before its leader's commit index covers it, a
+// read on the leader waits for (leaderIndex). Only verified: until a
+// catch-up answer has confirmed this log as a prefix of the leader's, an
+// index names entries that may not be the leader's.
+func (n *Node) commitDurable() {
+	if n.role != RoleReplica || !n.verified || !n.durableCommit() {
+		return
+	}
+	if c := min(n.leaderDurable, n.persisted); c > n.commit {
+		n.commit = c
+	}
+}
+
+// unverify marks this replica's log as not (or no longer) known to be a
+// prefix of its leader's: no commit index moves over it until a catch-up
+// answer verifies it, and the durable index its leader announced before
+// is forgotten (it may be an earlier leader's, or an earlier run's).
+func (n *Node) unverify() {
+	n.verified = false
+	n.leaderDurable = 0
 }

@@ -20,8 +20,10 @@ import (
 // The log runs [1, Last]. Persisted <= Last is what the driver reported
 // durable; Commit is what may be acknowledged (synchronous epoch: the lower
 // of this node's persisted index and the replica's acknowledged one; solo:
-// this node's persisted index; a replica learns it from its leader,
-// once a catch-up answer verified its log as a prefix of the leader's);
+// this node's persisted index; a replica, once a catch-up answer verified
+// its log as a prefix of the leader's, learns it from its leader, or from
+// ProtocolV4 on takes the lower of its own persisted index and the one its
+// leader announced, which may run ahead of the leader's own);
 // Applied is what the driver reported applied. The rules assume only
 // Persisted <= Last; a driver that persists and applies in one transaction
 // reports both at once (Applied may then run ahead of Commit).
@@ -74,6 +76,12 @@ type Node struct {
 	// the commit index does not move (it would cover entries the leader
 	// may not have).
 	verified bool
+	// leaderDurable: the newest durable index the leader this replica
+	// follows announced (its heartbeats' Applied), in its current run and
+	// epoch; 0 when unknown. It is forgotten whenever the log must be
+	// verified again (unverify). Under ProtocolV4 the replica commits up
+	// to the lower of it and its own durable index (commitDurable).
+	leaderDurable uint64
 	// lastEpoch, lastSolo: the epoch and solo flag stored with the newest
 	// entry this node holds.
 	lastEpoch Epoch

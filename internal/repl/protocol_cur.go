@@ -3,5 +3,5 @@
 package repl
 
 // protocolNext raises MaxProtocol by one in a dyad_protocol_next build
-// (protocol_next.go); a release build speaks up to ProtocolV3.
+// (protocol_next.go); a release build speaks up to ProtocolV4.
 const protocolNext = 0

@@ -2,7 +2,7 @@
 
 package repl
 
-// protocolNext: this build also speaks ProtocolV4, the "next version" the
+// protocolNext: this build also speaks ProtocolV5, the "next version" the
 // upgrade test pairs with a release build (go build -tags
-// dyad_protocol_next). See ProtocolV4.
+// dyad_protocol_next). See ProtocolV5.
 const protocolNext = 1

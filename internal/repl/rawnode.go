@@ -197,12 +197,20 @@ func (n *Node) Persisted(index uint64, rev int64) {
 	switch n.role {
 	case RoleReplica:
 		n.send(Message{Kind: KindAck, Index: index})
+		n.commitDurable()
+		n.releaseReads()
 		if n.catchupAt != 0 && index >= n.catchupAt {
 			n.catchupAt = 0
 			n.askCatchup() // the next chunk, or an empty answer when caught up
 		}
 	case RolePrimary, RoleSolo:
 		n.updateCommit()
+		if n.role == RolePrimary && n.durableCommit() {
+			// The replica commits what both hold durably (commitDurable):
+			// tell it now, not at the next tick. It needs no word of the
+			// commit index when the ack moves it (updateCommit).
+			n.sendHeartbeat()
+		}
 		n.progressHandover()
 	}
 }

@@ -40,8 +40,9 @@ type readWait struct {
 	id, index uint64
 	// last: on a leader, the last index it had sequenced when the read
 	// arrived; the read waits for it too while the pair does not speak
-	// ProtocolV3 (leaderIndex).
-	last uint64
+	// ProtocolV3 (leaderIndex). durable: the leader's durable index then;
+	// the read waits for it in a build that speaks ProtocolV4.
+	last, durable uint64
 	// parked: arrived while this node was handing over and could not
 	// serve; index is not yet set.
 	parked bool
@@ -87,7 +88,7 @@ func (n *Node) newRead(id uint64) readWait {
 	if n.role == RoleReplica {
 		return readWait{id: id, index: n.persisted}
 	}
-	return readWait{id: id, index: max(n.commit, n.leadFrom), last: n.last}
+	return readWait{id: id, index: max(n.commit, n.leadFrom), last: n.last, durable: n.persisted}
 }
 
 // leaderIndex is the index a leader's read r waits for. A replica that
@@ -98,11 +99,23 @@ func (n *Node) newRead(id uint64) readWait {
 // index it had sequenced when it arrived, as such a pair always did. The
 // version is checked when the read is answered, so a pair that speaks an
 // older version by then is covered too.
+//
+// A replica of ProtocolV4 shows what both nodes hold durably
+// (commitDurable), which may run ahead of this node's commit index by
+// what it has flushed and the replica has not yet acknowledged; a read on
+// it that saw such an entry ended after this node's flush of it, so a
+// later read here, arriving after that flush, waits for the durable index
+// it found (a build that speaks ProtocolV4 always does: readsWaitDurable).
+// With no write in flight the durable index is the commit index, and the
+// read costs no wait; with one, at most the rest of that write's round.
 func (n *Node) leaderIndex(r readWait) uint64 {
-	if n.SendsBeforeFlush() {
-		return r.index
+	switch {
+	case !n.SendsBeforeFlush():
+		return max(r.index, r.last)
+	case n.readsWaitDurable():
+		return max(r.index, r.durable)
 	}
-	return max(r.index, r.last)
+	return r.index
 }
 
 // replicaSafe reports whether a replica may show its durable log up to

@@ -88,7 +88,7 @@ func (n *Node) stepDown(why string) {
 // follow makes this node the replica of its peer.
 func (n *Node) follow() {
 	n.det.ForgetPeer()
-	n.verified = false
+	n.unverify()
 	n.mergeRev = 0
 	n.following = n.peer.Last.Epoch
 	n.followSoloFrom, n.crossedSince = n.peer.Last.SoloFrom, 0
@@ -166,9 +166,11 @@ func (n *Node) updateCommit() {
 	}
 	if c > n.commit {
 		n.commit = c
-		if n.role == RolePrimary {
+		if n.role == RolePrimary && !n.durableCommit() {
 			// The replica shows and serves only what it knows is
 			// committed (replicaSafe): tell it now, not at the next tick.
+			// From ProtocolV4 on it learnt as much when this node's
+			// durable index moved (Persisted).
 			n.sendHeartbeat()
 		}
 	}

@@ -26,18 +26,32 @@ const (
 	// led again would take back a write that replica had already served.
 	// The envelope is ProtocolV2's.
 	ProtocolV3 uint16 = 3
-	// ProtocolV4 exists only in builds with the dyad_protocol_next tag:
-	// it is ProtocolV3 under the next number, so that a rolling upgrade
+	// ProtocolV4 is the version in which a replica takes as committed the
+	// lower of its own durable index and its leader's (durable commit),
+	// not only what its leader's commit index says, so that a write
+	// forwarded by the replica is answered, and any entry shown there,
+	// once both zones hold it durably: two fewer messages between the
+	// zones than waiting for the leader to learn the replica's ack and
+	// pass its commit index on. The leader announces its durable index in
+	// a heartbeat as soon as it moves (instead of its commit index as soon
+	// as that moves). Every build that speaks it makes a leader's
+	// linearizable read wait also for the durable index the leader had
+	// when the read arrived (reads.go, leaderIndex): the replica may
+	// already have shown what is durable on both before the leader's
+	// commit index covers it. The envelope is ProtocolV2's.
+	ProtocolV4 uint16 = 4
+	// ProtocolV5 exists only in builds with the dyad_protocol_next tag:
+	// it is ProtocolV4 under the next number, so that a rolling upgrade
 	// to a newer protocol, its negotiation, its refusal and the rollback
-	// are tested before a release needs one. A real V4 replaces it.
-	ProtocolV4 = ProtocolV3 + 1
+	// are tested before a release needs one. A real V5 replaces it.
+	ProtocolV5 = ProtocolV4 + 1
 )
 
 // MinProtocol and MaxProtocol bound what this build speaks (MaxProtocol is
 // one higher in a dyad_protocol_next build: protocol_next.go).
 const (
 	MinProtocol = ProtocolV1
-	MaxProtocol = ProtocolV3 + protocolNext
+	MaxProtocol = ProtocolV4 + protocolNext
 )
 
 // ProtocolRange is a closed range of protocol versions.

@@ -18,12 +18,13 @@ func TestProtocolVersionsAreEnvelopeVersions(t *testing.T) {
 		{"base", repl.ProtocolV1, transport.VersionBase},
 		{"addressed", repl.ProtocolV2, transport.VersionAddressed},
 		{"committed", repl.ProtocolV3, transport.VersionCommitted},
+		{"durable commit", repl.ProtocolV4, transport.VersionDurableCommit},
 	} {
 		if v.repl != v.env {
 			t.Errorf("%s: repl speaks it as %d, the transport lays it out as %d", v.name, v.repl, v.env)
 		}
 	}
-	if s := repl.Supported(); s.Min != transport.VersionBase || s.Max < transport.VersionCommitted {
-		t.Errorf("this build speaks %v; the transport lays out %d..%d", s, transport.VersionBase, transport.VersionCommitted)
+	if s := repl.Supported(); s.Min != transport.VersionBase || s.Max < transport.VersionDurableCommit {
+		t.Errorf("this build speaks %v; the transport lays out %d..%d", s, transport.VersionBase, transport.VersionDurableCommit)
 	}
 }

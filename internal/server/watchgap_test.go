@@ -26,8 +26,8 @@ func serializable(t *testing.T, n *node, key string) (string, int64) {
 	return string(resp.Kvs[0].Value), resp.Header.Revision
 }
 
-// A write the replica applied but whose ack the primary never received is
-// in flight on the primary when the replica takes over and the primary
+// A write the replica applied (and, both nodes holding it durably, shows)
+// but whose ack the primary never received is in flight on the primary when the replica takes over and the primary
 // steps down. The new primary keeps it, so the old primary, following
 // again, makes it visible: a watch on the old primary must deliver it
 // before the new primary's next write (or end as compacted), never skip it.
@@ -69,9 +69,18 @@ func TestPairStepDownKeepsWatchEvents(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	// Applied there but never committed: the replica does not show it.
-	if v, _ := serializable(t, b, "k"); v != "V" {
-		t.Fatalf("the replica shows %q before the commit index covers it, want V", v)
+	// Durable on both nodes, though the primary never heard the ack: the
+	// replica shows it once the primary announces its own flush (durable
+	// commit, protocol version 4), the primary does not.
+	deadline = time.Now().Add(20 * testLease)
+	for v, _ := serializable(t, b, "k"); v != "W"; v, _ = serializable(t, b, "k") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica shows %q, want W: durable on both nodes", v)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if v, _ := serializable(t, a, "k"); v != "V" {
+		t.Fatalf("the primary shows %q before its commit index covers it, want V", v)
 	}
 	// Now the other way round: the replica stops hearing the primary
 	// (and takes over), the primary hears that and steps down.

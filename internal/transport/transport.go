@@ -81,6 +81,11 @@ const (
 	// flush (internal/repl, ProtocolV3). Its envelope is
 	// VersionAddressed's: a transport lays it out the same way.
 	VersionCommitted uint16 = 3
+	// VersionDurableCommit is the version in which a replica commits what
+	// both nodes hold durably, from the durable index its primary
+	// announces (internal/repl, ProtocolV4). Its envelope is
+	// VersionAddressed's too.
+	VersionDurableCommit uint16 = 4
 )
 
 // EffectiveVersion is m's version, 0 read as VersionBase.

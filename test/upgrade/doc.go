@@ -2,7 +2,7 @@
 // real pair (two processes in two Linux network namespaces, as
 // test/twozone runs them): the current build against a build of the same
 // tree with the dyad_protocol_next tag, which speaks one protocol version
-// more (internal/repl, ProtocolV4). Under continuous writes on both nodes
+// more (internal/repl, ProtocolV5). Under continuous writes on both nodes
 // it upgrades the pair node by node, handing the primary role over with
 // move-leader, then rolls it back the same way, and checks that no
 // acknowledged write is lost; it measures the write outage of each step.

@@ -28,10 +28,10 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunMain(m)) }
 const within = 30 * time.Second
 
 // Protocol versions the two builds speak (internal/repl): the current
-// one up to 3, the next-version one up to 4.
+// one up to 4, the next-version one up to 5.
 const (
-	curMax  = 3
-	nextMax = 4
+	curMax  = 4
+	nextMax = 5
 )
 
 func TestRollingUpgradeAndRollback(t *testing.T) {
@@ -43,7 +43,7 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	p, leader := rollingUpgrade(t, cur, next, skew{old: curMax, mixed: curMax, upgraded: nextMax})
 	replica := leader.Other()
 
-	// A next-version node that speaks nothing below 4 is refused by the
+	// A next-version node that speaks nothing below 5 is refused by the
 	// current build (and refuses it): both count it, status shows it,
 	// and the primary, which saw its replica stop, stays solo.
 	mismatch := metric(t, p, leader, "dyad_peer_protocol_mismatch_total")

@@ -73,7 +73,7 @@ type node struct {
 	// stops once it no longer leads.
 	finalHandover bool
 	// old: the node's next run is of an older build, which speaks
-	// protocol versions up to ProtocolV2 only (Script.Old, FaultBuild);
+	// protocol versions up to Script.OldMax only (Script.Old, FaultBuild);
 	// oldRun: this run is (adapter_versions.go).
 	old, oldRun bool
 	// flushing: the node's loop waits for the flush of its own batch
@@ -136,7 +136,7 @@ func (n *node) boot() {
 	n.flushing, n.flushDone, n.flush, n.showTo = false, false, nil, 0
 	n.oldRun = n.old
 	if n.oldRun {
-		cfg.Build = olderBuild
+		cfg.Build = w.script.olderBuild()
 	}
 	n.puts, n.reads, n.ready, n.grant = map[uint64]*Op{}, map[uint64]*Op{}, nil, repl.ReadGrant{}
 	n.forwarded = seenWrites{}

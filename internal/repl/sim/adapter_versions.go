@@ -7,7 +7,8 @@ import (
 )
 
 // Mixed versions (Config.Mixed): a node may run an older build, one that
-// speaks protocol versions up to ProtocolV2 only, and a rolling upgrade
+// speaks protocol versions up to ProtocolV2 or ProtocolV3 only
+// (Script.OldMax), and a rolling upgrade
 // (or its rollback) restarts a node as the other build (FaultBuild). The
 // driver's write path depends on the version the pair speaks
 // (repl.Node.SendsBeforeFlush, internal/server's leadBatch):
@@ -19,15 +20,20 @@ import (
 //     flushes its batch first and only then proposes and sends it, its
 //     loop waiting for the flush (flushFirst, finishFlush).
 //
-// An older build's replica shows an entry as soon as it persists it (not
-// once the commit index covers it): showPersisted models that, so that a
+// A ProtocolV3 build is the core itself with that range: its replica
+// commits what its leader's commit index covers, its leader's reads wait
+// for no durable index, and a pair with it speaks 3 (no durable commit).
+// A ProtocolV2 build's replica shows an entry as soon as it persists it
+// (not once the commit index covers it): showPersisted models that, so that a
 // leader that sent before its own flush to such a replica, then lost the
 // batch in a crash and led again, is caught taking back a write the
 // replica served (the visible revision goes back, or another write is
 // applied at the same index).
 
-// olderBuild is what an older build speaks.
-var olderBuild = repl.ProtocolRange{Min: repl.ProtocolV1, Max: repl.ProtocolV2}
+// olderBuild is what the script's older build speaks: up to OldMax.
+func (s *Script) olderBuild() repl.ProtocolRange {
+	return repl.ProtocolRange{Min: repl.ProtocolV1, Max: max(s.OldMax, repl.ProtocolV2)}
+}
 
 // flushFirst logs e as a leader whose pair speaks below ProtocolV3: the
 // entry is written at the position the core will give it and synced, the
@@ -105,7 +111,7 @@ func (n *node) took(es []repl.Entry) {
 // showPersisted applies, on an older build's replica, what it took from
 // its leader and has synced, before the commit index covers it.
 func (n *node) showPersisted() {
-	if !n.oldRun || n.n.Role() != repl.RoleReplica {
+	if !n.oldRun || n.w.script.olderBuild().Max >= repl.ProtocolV3 || n.n.Role() != repl.RoleReplica {
 		return
 	}
 	for i := n.applied + 1; i <= min(n.showTo, uint64(n.disk.Synced())); i++ {
@@ -127,7 +133,7 @@ func (n *node) catchupEnd() uint64 {
 
 func (n *node) buildName() string {
 	if n.oldRun {
-		return fmt.Sprintf("older build (%v)", olderBuild)
+		return fmt.Sprintf("older build (%v)", n.w.script.olderBuild())
 	}
 	return "this build"
 }

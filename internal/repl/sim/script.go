@@ -89,8 +89,13 @@ type Script struct {
 	// themselves (its outcomes are FaultFence's).
 	Fence bool
 	// Old: node i starts as an older build, which speaks protocol
-	// versions up to ProtocolV2 only (Config.Mixed; versions.go).
+	// versions up to OldMax only (Config.Mixed; versions.go).
 	Old []bool
+	// OldMax is the highest protocol version the older build speaks:
+	// ProtocolV2 (0 means it), whose leader flushes before it sends and
+	// whose replica shows what it persists, or ProtocolV3, whose replica
+	// commits only what its leader's commit index covers.
+	OldMax uint16
 }
 
 // TimedOp is one client operation issued at At on node Node.
@@ -110,7 +115,7 @@ func (s *Script) Len() (faults, ops int) {
 
 func (s *Script) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, clock drift %v ppm, fence command %v, older builds %v\n", s.Seed, s.PPM, s.Fence, s.Old)
+	fmt.Fprintf(&b, "seed %d, clock drift %v ppm, fence command %v, older builds %v (up to %v)\n", s.Seed, s.PPM, s.Fence, s.Old, s.olderBuild())
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault %s\n", f)
 	}

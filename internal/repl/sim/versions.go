@@ -1,9 +1,14 @@
 package sim
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/dyad-db/dyad/internal/repl"
+)
 
 // Mixed versions (Config.Mixed): pairs in which one node, or both, run an
-// older build that speaks protocol versions up to ProtocolV2 only, and
+// older build that speaks protocol versions up to ProtocolV2 or up to
+// ProtocolV3 only (Script.OldMax, drawn per seed), and
 // rolling upgrades and rollbacks: a node stops (planned or not), comes
 // back as the other build, and the pair settles the version it speaks
 // anew. A pair speaking below ProtocolV3 writes as older builds did: the
@@ -16,6 +21,12 @@ import "math/rand/v2"
 // of its own, after the other faults.
 func mix(s *Script, cfg Config) {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x01d8))
+	// Which older build, from a stream of its own (the draws above are
+	// those of the seeds from before ProtocolV4).
+	s.OldMax = repl.ProtocolV2
+	if rand.New(rand.NewPCG(s.Seed, 0x01d9)).IntN(2) == 0 {
+		s.OldMax = repl.ProtocolV3
+	}
 	lease := int64(cfg.Lease)
 	s.Old = make([]bool, cfg.Nodes)
 	old := s.Old
