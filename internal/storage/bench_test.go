@@ -49,29 +49,38 @@ func BenchmarkBatchWrite(b *testing.B) {
 	}
 }
 
+// openReadBench opens a backend for a read benchmark holding 1,024 keys
+// of 1 KiB (keys 0..1023), committed to bbolt or, with pending, all in
+// the active layer. Closed with the benchmark.
+func openReadBench(b *testing.B, pending bool) *Backend {
+	b.Helper()
+	be, err := Open(filepath.Join(b.TempDir(), "db"), Options{BatchInterval: -1, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Close() })
+	val := make([]byte, 1024)
+	for i := range 64 {
+		if err := be.Apply(func(tx WriteTx) error { return benchBatch(tx, i, 16, val) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !pending {
+		if err := be.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return be
+}
+
 // BenchmarkViewWithPending measures a point read while a batch is pending
 // (the active layer's clone, shared by readers until the next batch, is
 // consulted) and with none.
 func BenchmarkViewWithPending(b *testing.B) {
-	val := make([]byte, 1024)
 	for _, pending := range []bool{false, true} {
 		name := map[bool]string{false: "committed", true: "pending"}[pending]
 		b.Run(name, func(b *testing.B) {
-			be, err := Open(filepath.Join(b.TempDir(), "db"), Options{BatchInterval: -1, NoSync: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer be.Close()
-			for i := range 64 {
-				if err := be.Apply(func(tx WriteTx) error { return benchBatch(tx, i, 16, val) }); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if !pending {
-				if err := be.Commit(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			be := openReadBench(b, pending)
 			key := make([]byte, 8)
 			b.ResetTimer()
 			for i := range b.N {
@@ -124,26 +133,11 @@ func BenchmarkApplyBesideCommits(b *testing.B) {
 // handlers make them, over committed data and with a batch pending: the
 // cost of opening a View when readers contend for it.
 func BenchmarkViewParallel(b *testing.B) {
-	val := make([]byte, 1024)
 	for _, pending := range []bool{false, true} {
 		for _, par := range []int{1, 64} {
 			name := fmt.Sprintf("%s/par=%d", map[bool]string{false: "committed", true: "pending"}[pending], par)
 			b.Run(name, func(b *testing.B) {
-				be, err := Open(filepath.Join(b.TempDir(), "db"), Options{BatchInterval: -1, NoSync: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer be.Close()
-				for i := range 64 {
-					if err := be.Apply(func(tx WriteTx) error { return benchBatch(tx, i, 16, val) }); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if !pending {
-					if err := be.Commit(); err != nil {
-						b.Fatal(err)
-					}
-				}
+				be := openReadBench(b, pending)
 				b.SetParallelism(par)
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
