@@ -163,6 +163,18 @@ type Backend struct {
 	// shares with the clone (copy-on-write).
 	shared   *overlay
 	sharedOK bool
+	// gen is the bbolt read transaction that Views share (nil: none
+	// open; the next View outside a write opens one). It was opened
+	// after the last bbolt commit, and is superseded (taken out of gen,
+	// and rolled back once its last reader leaves) before the next
+	// bbolt write transaction begins. See readGen.
+	gen *readGen
+	// writing is set from just before a bbolt write transaction begins
+	// (a commit of the frozen layer, Update's own) until it ended: while
+	// it is set, Views open a read transaction of their own instead of
+	// sharing one, because a shared one kept open by nobody's reader
+	// could stall the commit's remap of a growing file for good.
+	writing bool
 	// frozenDone is closed when the frozen layer's commit ended, in
 	// success or failure (Apply's stall waits on it).
 	frozenDone chan struct{}
@@ -333,23 +345,32 @@ func (b *Backend) Path() string { return b.path }
 // View runs fn in a read-only transaction that sees every write made so
 // far, committed or still in memory (Apply).
 //
-// The bbolt read transaction is opened, the active layer cloned (or the
-// clone an earlier reader made of it, unchanged since, shared) and the
-// frozen one taken in one step under ovmu. A freeze moves the active
-// layer to frozen under ovmu, and a commit drops the frozen layer under
-// ovmu only after bbolt's commit holding it returned. So a reader holds
-// every batch in one of its layers or in its bbolt transaction: a batch
-// is in the active layer until a freeze, then in the frozen one until
-// after it is in every bbolt transaction opened from then on. A layer
-// over a bbolt transaction that already holds it repeats what is there,
-// so it does not matter which side of a commit the transaction fell on.
-// And since a batch enters the active layer whole under ovmu, a reader
-// sees each batch whole or not at all.
+// The bbolt read transaction is taken (the shared generation, or one of
+// its own while a bbolt write transaction runs), the active layer cloned
+// (or the clone an earlier reader made of it, unchanged since, shared)
+// and the frozen one taken in one step under ovmu. A freeze moves the
+// active layer to frozen under ovmu, and a commit drops the frozen layer
+// under ovmu only after bbolt's commit holding it returned. So a reader
+// holds every batch in one of its layers or in its bbolt transaction: a
+// batch is in the active layer until a freeze, then in the frozen one
+// until after it is in every bbolt transaction opened from then on. A
+// shared transaction opened before that commit is superseded at the
+// freeze, before the commit begins, so no reader takes it after the drop.
+// A layer over a bbolt transaction that already holds it repeats what is
+// there, so it does not matter which side of a commit the transaction
+// fell on. And since a batch enters the active layer whole under ovmu, a
+// reader sees each batch whole or not at all.
+//
+// Readers outside a write share one bbolt read transaction per commit
+// generation (readGen), as etcd's backend shares its read transaction:
+// bbolt's Begin and Rollback serialise on its meta lock (and Rollback
+// scans every open transaction), which queued hundreds of concurrent
+// readers behind one another.
 func (b *Backend) View(fn func(tx ReadTx) error) error {
 	b.swap.RLock()
 	defer b.swap.RUnlock()
 	b.ovmu.Lock()
-	tx, err := b.db.Begin(false)
+	tx, g, err := b.readTxLocked()
 	var active, frozen *overlay
 	if err == nil {
 		if !b.sharedOK {
@@ -361,7 +382,11 @@ func (b *Backend) View(fn func(tx ReadTx) error) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	if g != nil {
+		defer g.release()
+	} else {
+		defer tx.Rollback()
+	}
 	lt := &layeredTx{base: boltTx{tx}}
 	lt.push(active)
 	lt.push(frozen)
@@ -370,6 +395,87 @@ func (b *Backend) View(fn func(tx ReadTx) error) error {
 	}
 	return fn(lt)
 }
+
+// readTxLocked returns the bbolt read transaction a View starts with,
+// and the generation it joined (nil: the transaction is its own, to roll
+// back). The caller holds ovmu.
+func (b *Backend) readTxLocked() (*bolt.Tx, *readGen, error) {
+	if b.writing {
+		tx, err := b.db.Begin(false)
+		return tx, nil, err
+	}
+	if b.gen == nil {
+		tx, err := b.db.Begin(false)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.gen = newReadGen(tx)
+	}
+	b.gen.refs.Add(1)
+	return b.gen.tx, b.gen, nil
+}
+
+// readGen is a bbolt read transaction shared by the Views that began
+// between two bbolt commits. bbolt's read-only transactions may be read
+// by many goroutines at once (a read transaction changes nothing in
+// itself: no bucket or node cache, atomic statistics).
+//
+// refs counts its readers, plus one while it is the backend's current
+// generation (Backend.gen). Readers join only the current generation,
+// under ovmu, so refs never rises again once it reached 0; whoever drops
+// it to 0 (the last reader, or the supersession when it has none) rolls
+// the transaction back, without ovmu.
+//
+// What bounds it: a generation stops taking readers at the next bbolt
+// commit (it is superseded before the write transaction begins), so it
+// lives as long as the slowest reader that joined it before that commit,
+// exactly as a transaction of that reader's own would. A long LIST pins
+// the pages its transaction sees, as in etcd; readers after the next
+// commit never join it, so a stream of short reads cannot keep an old
+// transaction (and the pages freed since) alive. And because the
+// supersession comes before the write transaction, a commit that must
+// grow the memory map waits only for readers in flight, never for an
+// idle shared transaction.
+type readGen struct {
+	tx   *bolt.Tx
+	refs atomic.Int64
+}
+
+func newReadGen(tx *bolt.Tx) *readGen {
+	g := &readGen{tx: tx}
+	g.refs.Store(1) // the backend's reference, dropped by supersedeLocked
+	return g
+}
+
+// release drops one reference; the last one rolls the transaction back.
+func (g *readGen) release() {
+	if g.refs.Add(-1) == 0 {
+		g.tx.Rollback()
+	}
+}
+
+// supersedeLocked takes the current generation out of service: no View
+// joins it from now on, and it is rolled back as soon as its readers
+// left (at once if it has none). The caller holds ovmu.
+func (b *Backend) supersedeLocked() {
+	if g := b.gen; g != nil {
+		b.gen = nil
+		g.release()
+	}
+}
+
+// beginWriteLocked marks a bbolt write transaction as about to begin on
+// the data file: the shared read transaction is superseded and Views
+// open their own until endWriteLocked. The caller holds ovmu and cmu.
+func (b *Backend) beginWriteLocked() {
+	b.writing = true
+	b.supersedeLocked()
+}
+
+// endWriteLocked ends what beginWriteLocked began, after bbolt's commit
+// (or rollback) returned: the next View opens a new generation, which
+// holds that commit. The caller holds ovmu and cmu.
+func (b *Backend) endWriteLocked() { b.writing = false }
 
 // Size is the size of the data file in bytes (etcd's dbSize).
 func (b *Backend) Size() int64 {
@@ -452,6 +558,12 @@ func (b *Backend) Defrag() error {
 // swapInLocked replaces the data file with the durable file at tmp and
 // reopens it. The caller holds cmu, and swap for writing.
 func (b *Backend) swapInLocked(tmp string) error {
+	// No View runs (swap is held for writing), so the shared read
+	// transaction has no reader: it is rolled back here, before bbolt's
+	// Close, which would wait for it.
+	b.ovmu.Lock()
+	b.supersedeLocked()
+	b.ovmu.Unlock()
 	if err := b.db.Close(); err != nil {
 		return err
 	}
@@ -537,6 +649,11 @@ func (b *Backend) Close() error {
 	cerr := b.commitLayersLocked()
 	b.swap.Lock()
 	defer b.swap.Unlock()
+	// No View runs now: the shared read transaction goes before bbolt's
+	// last commit and Close, which would wait for it.
+	b.ovmu.Lock()
+	b.supersedeLocked()
+	b.ovmu.Unlock()
 	if cerr != nil && !wasBroken {
 		b.db.Close()
 		return cerr

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -48,29 +49,38 @@ func BenchmarkBatchWrite(b *testing.B) {
 	}
 }
 
+// openReadBench opens a backend for a read benchmark holding 1,024 keys
+// of 1 KiB (keys 0..1023), committed to bbolt or, with pending, all in
+// the active layer. Closed with the benchmark.
+func openReadBench(b *testing.B, pending bool) *Backend {
+	b.Helper()
+	be, err := Open(filepath.Join(b.TempDir(), "db"), Options{BatchInterval: -1, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Close() })
+	val := make([]byte, 1024)
+	for i := range 64 {
+		if err := be.Apply(func(tx WriteTx) error { return benchBatch(tx, i, 16, val) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !pending {
+		if err := be.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return be
+}
+
 // BenchmarkViewWithPending measures a point read while a batch is pending
 // (the active layer's clone, shared by readers until the next batch, is
 // consulted) and with none.
 func BenchmarkViewWithPending(b *testing.B) {
-	val := make([]byte, 1024)
 	for _, pending := range []bool{false, true} {
 		name := map[bool]string{false: "committed", true: "pending"}[pending]
 		b.Run(name, func(b *testing.B) {
-			be, err := Open(filepath.Join(b.TempDir(), "db"), Options{BatchInterval: -1, NoSync: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer be.Close()
-			for i := range 64 {
-				if err := be.Apply(func(tx WriteTx) error { return benchBatch(tx, i, 16, val) }); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if !pending {
-				if err := be.Commit(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			be := openReadBench(b, pending)
 			key := make([]byte, 8)
 			b.ResetTimer()
 			for i := range b.N {
@@ -116,4 +126,37 @@ func BenchmarkApplyBesideCommits(b *testing.B) {
 	b.ReportMetric(at(0.5), "p50-ns")
 	b.ReportMetric(at(0.99), "p99-ns")
 	b.ReportMetric(at(1), "max-ns")
+}
+
+// BenchmarkViewParallel measures point reads from many goroutines at once
+// (RunParallel, SetParallelism × GOMAXPROCS readers), as a server's Range
+// handlers make them, over committed data and with a batch pending: the
+// cost of opening a View when readers contend for it.
+func BenchmarkViewParallel(b *testing.B) {
+	for _, pending := range []bool{false, true} {
+		for _, par := range []int{1, 64} {
+			name := fmt.Sprintf("%s/par=%d", map[bool]string{false: "committed", true: "pending"}[pending], par)
+			b.Run(name, func(b *testing.B) {
+				be := openReadBench(b, pending)
+				b.SetParallelism(par)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					key := make([]byte, 8)
+					for i := 0; pb.Next(); i++ {
+						binary.BigEndian.PutUint64(key, uint64(i%1024))
+						err := be.View(func(tx ReadTx) error {
+							if tx.Get(BucketKey, key) == nil {
+								return fmt.Errorf("key %d missing", i%1024)
+							}
+							return nil
+						})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
 }

@@ -276,6 +276,7 @@ func (b *Backend) commitLayersLocked() error {
 	b.frozen, b.frozenDone = f, done
 	b.ov, b.activeOps = newOverlay(), 0
 	b.shared, b.sharedOK = nil, false
+	b.beginWriteLocked() // in the freeze's step: see View
 	b.ovmu.Unlock()
 
 	err := b.writeLayer(f)
@@ -286,6 +287,7 @@ func (b *Backend) commitLayersLocked() error {
 	} else {
 		b.frozen = nil // only now: see View
 	}
+	b.endWriteLocked()
 	b.frozenDone = nil
 	close(done)
 	b.ovmu.Unlock()
@@ -389,6 +391,16 @@ func (b *Backend) Update(fn func(tx WriteTx) error) error {
 	defer unlock()
 	b.swap.RLock()
 	defer b.swap.RUnlock()
+	// Views from now on open a read transaction of their own, and the
+	// first after the commit a new shared one, which holds fn's writes.
+	b.ovmu.Lock()
+	b.beginWriteLocked()
+	b.ovmu.Unlock()
+	defer func() {
+		b.ovmu.Lock()
+		b.endWriteLocked()
+		b.ovmu.Unlock()
+	}()
 	tx, err := b.db.Begin(true)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -333,6 +334,11 @@ func (m *modelRun) checkView(tx ReadTx, keys []string, min uint64) error {
 // batches applied before they started; reads made while a commit is
 // inside bbolt's commit (from the commit's own hook) and the callbacks'
 // own reads must agree with the model too, and so must the file.
+//
+// Readers share bbolt read transactions between commits (readGen): some
+// readers hold their View across a commit and must read the same state
+// after it as before, and once the readers are gone no superseded
+// transaction may be left open.
 func TestLayersMatchAModelUnderConcurrentCommits(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -350,7 +356,8 @@ func testLayersModel(t *testing.T, seed uint64) {
 	run := &modelRun{states: [][]string{nil}}
 	dir := t.TempDir()
 	var applied atomic.Uint64 // successful batches whose Apply returned
-	var hookReads, fileChecks atomic.Int64
+	var hookReads, fileChecks, views, heldAcross atomic.Int64
+	var commits atomic.Uint64 // bbolt commits of the layers begun
 	errc := make(chan error, 8)
 	report := func(err error) {
 		select {
@@ -361,6 +368,7 @@ func testLayersModel(t *testing.T, seed uint64) {
 	hook := func() {
 		// Inside a commit: the frozen layer is being written, and no
 		// other commit can run, so the file is stable.
+		commits.Add(1)
 		n := hookReads.Add(1)
 		min := applied.Load()
 		if err := b.View(func(tx ReadTx) error { return run.checkView(tx, keys, min) }); err != nil {
@@ -396,7 +404,8 @@ func testLayersModel(t *testing.T, seed uint64) {
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 2 {
+	for r := range 4 {
+		long := r%2 == 1 // holds its View until a commit has begun
 		wg.Go(func() {
 			for {
 				select {
@@ -405,7 +414,30 @@ func testLayersModel(t *testing.T, seed uint64) {
 				default:
 				}
 				min := applied.Load()
-				if err := b.View(func(tx ReadTx) error { return run.checkView(tx, keys, min) }); err != nil {
+				views.Add(1)
+				err := b.View(func(tx ReadTx) error {
+					if err := run.checkView(tx, keys, min); err != nil {
+						return err
+					}
+					if !long {
+						return nil
+					}
+					seen, from := Uint64(tx.Get(BucketMeta, []byte("n"))), commits.Load()
+					for commits.Load() == from {
+						select {
+						case <-stop:
+							return nil
+						default:
+							runtime.Gosched()
+						}
+					}
+					heldAcross.Add(1)
+					if now := Uint64(tx.Get(BucketMeta, []byte("n"))); now != seen {
+						return fmt.Errorf("a View held across a commit read counter %d, then %d", seen, now)
+					}
+					return run.checkView(tx, keys, seen)
+				})
+				if err != nil {
 					report(err)
 					return
 				}
@@ -506,6 +538,19 @@ func testLayersModel(t *testing.T, seed uint64) {
 	case err := <-errc:
 		t.Fatal(err)
 	default:
+	}
+	if n := openReadTxs(b); n > 1 {
+		t.Fatalf("%d bbolt read transactions open with no reader left, want at most the current shared one", n)
+	}
+	// Every Apply's callback and every View that met a write opened a
+	// transaction of its own; the rest shared one.
+	begun := int64(b.db.Stats().TxN)
+	t.Logf("%d Views (%d held across a commit) and %d batches began %d bbolt read transactions", views.Load()+hookReads.Load(), heldAcross.Load(), batches, begun)
+	if begun >= views.Load()+hookReads.Load()+batches {
+		t.Fatal("no View shared a bbolt read transaction")
+	}
+	if heldAcross.Load() == 0 {
+		t.Fatal("no View was held across a commit")
 	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)

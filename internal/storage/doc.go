@@ -35,6 +35,14 @@
 //     and the frozen layer are taken in one step under ovmu, and a commit
 //     drops the frozen layer only after bbolt's commit returned: a reader
 //     never misses a write.
+//   - Readers share one bbolt read transaction per commit generation
+//     (readGen, as etcd's backend shares its read transaction). It is
+//     opened after a bbolt commit, superseded under ovmu before the next
+//     bbolt write transaction begins (in the freeze's step for a commit
+//     of the layers), and rolled back when its last reader leaves; while
+//     a write transaction runs, readers open transactions of their own.
+//     So no reader joins a transaction older than the last dropped layer,
+//     and no commit waits for a shared transaction nobody reads.
 //   - At most one frozen layer exists (commits are serialised by cmu);
 //     nothing changes it; only Apply, holding wmu, changes the active one.
 //   - Update commits the layers before fn runs, in a commit of its own, so
@@ -53,7 +61,9 @@
 // Backend.cmu (every bbolt write transaction: the background committer,
 // Commit, Update, the file swaps, Close) before Backend.swap (held for
 // reading by every transaction, for writing only while the file is
-// swapped or closed) before Backend.ovmu (the layers) before bbolt's own
-// locks. The background committer is owned by the Backend and stopped by
+// swapped or closed) before Backend.ovmu (the layers, the shared read
+// transaction) before bbolt's own locks. A reader leaving a shared read
+// transaction takes no lock of the Backend (an atomic count), so the
+// last one can roll it back while a commit waits on bbolt's locks. The background committer is owned by the Backend and stopped by
 // Close.
 package storage
