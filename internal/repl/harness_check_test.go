@@ -7,6 +7,9 @@ import "fmt"
 // check records what x acknowledged with rd and checks the invariants
 // that must hold after every step:
 //   - a node's commit index never decreases within a run;
+//   - a Ready that acknowledges an index above what the node had shown
+//     carries no read grant: the driver sends the ack before it shows
+//     the entries, and the primary may answer the write at once;
 //   - a leader's commit index never passes its own durable log (its
 //     messages may go out before its flush; the commit waits for it);
 //   - two nodes never lead in the same epoch;
@@ -28,6 +31,10 @@ func (h *harness) check(x *hnode, rd *Ready) {
 	if x.n.role.Leads() && rd.Commit > uint64(len(x.log)) {
 		h.violate("%s: leader's commit %d passes its own durable log (%d)", x.name, rd.Commit, len(x.log))
 	}
+	if rd.ReadGrant != (ReadGrant{}) && acksAbove(rd, h.shown[x.n]) {
+		h.violate("%s: a Ready acknowledges beyond what was shown (%d) under a read grant", x.name, h.shown[x.n])
+	}
+	h.shown[x.n] = rd.Commit
 	if !x.n.HasReady() {
 		// Between Readies only: a grant the core withdrew (a flush
 		// took the durable index past the commit index) is narrowed by

@@ -333,10 +333,34 @@ func (n *Node) Ready() Ready {
 			rd.CommittedEntries = append(rd.CommittedEntries, e)
 		}
 	}
+	shown := n.handedCommit
 	n.handedCommit = n.commit
 	rd.ReadGrant = n.readGrant()
+	if acksAbove(&rd, shown) {
+		// The driver sends the ack before it shows what this Ready
+		// commits, and once the ack is out the primary may answer the
+		// write; a read under a grant meanwhile would be served at what
+		// is visible, without it. So the grant is withdrawn for this
+		// Ready (narrowed before any of its effects) and given again by
+		// the next one, after the entries are shown (HasReady: the grant
+		// differs). Under ProtocolV3 the ack's Ready withdrew it anyway
+		// (its durable index passed its commit index); from ProtocolV4
+		// the same Ready may commit what it acknowledges.
+		rd.ReadGrant = ReadGrant{}
+	}
 	n.handedGrant = rd.ReadGrant
 	return rd
+}
+
+// acksAbove reports whether rd sends an ack of an index above shown (what
+// the driver had been told to make visible before rd).
+func acksAbove(rd *Ready, shown uint64) bool {
+	for i := range rd.Messages {
+		if m := &rd.Messages[i]; m.Kind == KindAck && m.Index > shown {
+			return true
+		}
+	}
+	return false
 }
 
 // Advance tells the core the last Ready was carried out: its committed
