@@ -207,8 +207,10 @@ func (n *Node) refuseRead(id uint64) {
 // leader's, and whose commit index covers everything it holds durable
 // (readGrant): what it shows is then committed, and every write its
 // primary acknowledged was acknowledged by this replica first, which
-// withdraws the grant in the Ready that sends that ack (its durable index
-// then passes its commit index) until the commit index covers it again.
+// withdraws the grant in the Ready that sends that ack (Ready: an ack
+// above the commit index handed out before; from ProtocolV4 that Ready may
+// commit the entry too, but the driver shows it only after the ack is
+// out) until the commit index covers it again and it is shown.
 // Until is the read lease itself, so
 // a grant never outlives it. A change that ends any of these conditions
 // (a role change, a lease lost to a restarted peer, a snapshot request, a
