@@ -549,9 +549,10 @@ func testLayersModel(t *testing.T, seed uint64) {
 	if begun >= views.Load()+hookReads.Load()+batches {
 		t.Fatal("no View shared a bbolt read transaction")
 	}
-	if heldAcross.Load() == 0 {
-		t.Fatal("no View was held across a commit")
-	}
+	// How many Views the scheduler let straddle a commit varies (none on a
+	// loaded 2-core machine at times): what such a View must read is
+	// asserted deterministically by TestSupersededReadTxLivesUntilItsLastReader,
+	// and here whenever it happens.
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
