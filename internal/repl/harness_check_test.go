@@ -27,14 +27,15 @@ func (h *harness) check(x *hnode, rd *Ready) {
 	if rd.Commit < h.commits[x.n] {
 		h.violate("%s: commit went back from %d to %d", x.name, h.commits[x.n], rd.Commit)
 	}
+	// What the node had shown before rd: the commit index of its Readies
+	// so far (it never goes back).
+	if shown := h.commits[x.n]; rd.ReadGrant != (ReadGrant{}) && acksAbove(rd, shown) {
+		h.violate("%s: a Ready acknowledges beyond what was shown (%d) under a read grant", x.name, shown)
+	}
 	h.commits[x.n] = max(h.commits[x.n], rd.Commit)
 	if x.n.role.Leads() && rd.Commit > uint64(len(x.log)) {
 		h.violate("%s: leader's commit %d passes its own durable log (%d)", x.name, rd.Commit, len(x.log))
 	}
-	if rd.ReadGrant != (ReadGrant{}) && acksAbove(rd, h.shown[x.n]) {
-		h.violate("%s: a Ready acknowledges beyond what was shown (%d) under a read grant", x.name, h.shown[x.n])
-	}
-	h.shown[x.n] = rd.Commit
 	if !x.n.HasReady() {
 		// Between Readies only: a grant the core withdrew (a flush
 		// took the durable index past the commit index) is narrowed by

@@ -94,9 +94,6 @@ type harness struct {
 	acked   map[uint64]Entry
 	ackedTo uint64 // acked holds every index up to here (that one leader acknowledged)
 	commits map[*Node]uint64
-	// shown: the commit index of each node's last Ready, what its driver
-	// has made visible (a grant must not cover an ack above it).
-	shown map[*Node]uint64
 	// ownCommit: the commit index a node run reached while not a replica.
 	ownCommit map[*Node]uint64
 	split     bool // both nodes led alone at once
@@ -105,7 +102,7 @@ type harness struct {
 }
 
 func newHarness() *harness {
-	h := &harness{now: 1, cut: map[[2]string]bool{}, drop: map[[2]string]map[uint16]bool{}, held: map[[2]string][]hmsg{}, holdKind: map[[2]string]uint16{}, acked: map[uint64]Entry{}, commits: map[*Node]uint64{}, shown: map[*Node]uint64{}, ownCommit: map[*Node]uint64{}, out: &strings.Builder{}}
+	h := &harness{now: 1, cut: map[[2]string]bool{}, drop: map[[2]string]map[uint16]bool{}, held: map[[2]string][]hmsg{}, holdKind: map[[2]string]uint16{}, acked: map[uint64]Entry{}, commits: map[*Node]uint64{}, ownCommit: map[*Node]uint64{}, out: &strings.Builder{}}
 	for i, name := range []string{"a", "b"} {
 		h.nodes = append(h.nodes, &hnode{name: name, id: uint64(i + 1), snaps: map[uint64]*hnode{}})
 	}
