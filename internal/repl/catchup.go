@@ -18,7 +18,10 @@ func (n *Node) askCatchup() {
 	pr := n.peer
 	n.endResync()
 	req := CatchupReq{From: n.last + 1}
-	if n.last > 0 {
+	switch {
+	case n.probe.active():
+		req = n.probe.req(n.epochs)
+	case n.last > 0:
 		// The epoch stored with the entry itself (the history may place
 		// it in a later solo epoch that adopted it).
 		req.Prev = n.lastEpoch
@@ -77,6 +80,10 @@ func (n *Node) stepEntries(m *Message) {
 			return
 		}
 		pr.Catchup.Req = 0
+		if n.probe.active() {
+			n.probeAnswered(m.Flags == 0)
+			return
+		}
 		if m.Flags != 0 {
 			n.catchupRefused(m)
 			return
@@ -187,14 +194,93 @@ func (n *Node) catchupRefused(m *Message) {
 		// them from a catch-up answer labels them differently (sim seed
 		// 9870 dropped 84 applied entries, and its revision went back).
 		keep = max(keep, min(n.commit, n.persisted))
-		if keep > 0 && keep < n.persisted {
-			n.unverify()
-			n.dropAt = keep
-			n.rd.Truncate = keep
+		if keep >= n.last && n.commit < n.last {
+			// The histories agree to the end (the leader's may name an
+			// epoch past entries it lost in a crash), but the answer
+			// says the leader lacks this node's last entry: it was
+			// never committed, so it goes, not the whole log to a
+			// snapshot that must wait for the leader's log to reach it.
+			keep = n.last - 1
+		}
+		// The commit index may be stale (a restart's bound, kept with
+		// the last batch), and Divergence may err early, so the
+		// entries above keep may still be the leader's: ask the leader
+		// where the logs part before dropping them (probe).
+		n.unverify()
+		if n.last > keep+1 {
+			n.probe = probe{lo: keep, hi: n.last}
+			n.askCatchup()
+			return
+		}
+		if n.drop(keep) {
 			return
 		}
 	}
 	n.askSnapshot(keep)
+}
+
+// drop asks the driver to drop the log after keep in place
+// (Ready.Truncate); false when there is nothing to keep or nothing to
+// drop (the caller resyncs from a snapshot).
+func (n *Node) drop(keep uint64) bool {
+	if keep == 0 || keep >= n.persisted {
+		return false
+	}
+	n.unverify()
+	n.dropAt = keep
+	n.rd.Truncate = keep
+	return true
+}
+
+// probe is a binary search for the last index at which this node's log
+// and the leader's hold the same entry, between lo (the log is known or
+// taken to match up to there: Divergence, or the commit index) and hi (a
+// mismatch). Each step is an ordinary catch-up request from mid+1 naming
+// the epoch this node's history gives mid (CatchupVerdict: the leader
+// answers with entries if its entry at mid carries that epoch, otherwise
+// FlagDiverged, or FlagLogGone where its log no longer reaches). No new
+// message and no leader-side rule, so every version's leader answers it.
+//
+// Why a history label is a safe question: it equals the epoch stored
+// with the entry, except in a range this node adopted when it started an
+// epoch of its own (entries it held, stamped with an older epoch, that
+// its history places in its new one). An epoch's entries are created by
+// its own leader only, one per index, above that range, so no log holds
+// an entry at such an index stamped with this node's epoch: the leader
+// answers "diverged" there, and the search keeps less, never more. A
+// match means the leader holds the entry this node holds at mid, and so
+// (as every catch-up assumes) the same log up to there.
+type probe struct{ lo, hi uint64 }
+
+func (p probe) active() bool { return p.hi > p.lo+1 }
+
+func (p probe) mid() uint64 { return p.lo + (p.hi-p.lo)/2 }
+
+func (p probe) req(h []EpochRecord) CatchupReq {
+	m := p.mid()
+	return CatchupReq{From: m + 1, Prev: EpochAt(h, m)}
+}
+
+// probeAnswered takes the leader's answer to the outstanding probe
+// (match: it served entries after mid) and asks the next one, or drops
+// the log after the last match once the search is done. A later role
+// change or a new run of the leader forgets the search (unverify).
+func (n *Node) probeAnswered(match bool) {
+	m := n.probe.mid()
+	if match {
+		n.probe.lo = m
+	} else {
+		n.probe.hi = m
+	}
+	if n.probe.active() {
+		n.askCatchup()
+		return
+	}
+	keep := n.probe.lo
+	n.probe = probe{}
+	if !n.drop(keep) {
+		n.askSnapshot(keep)
+	}
 }
 
 // Truncated reports the outcome of the drop Ready.Truncate asked for: err

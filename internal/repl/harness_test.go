@@ -500,20 +500,27 @@ func (h *harness) serve(x *hnode, s ServeRequest) {
 	}
 	c := s.Catchup
 	m := Message{Kind: KindCatchup, From: x.id, To: to.id, Term: s.ID, Index: c.From}
-	last, first := uint64(len(x.log)), uint64(0)
+	// A node that sends its batches before its flush serves what it
+	// wrote, synced or not, as the simulator's driver does
+	// (sim.catchupEnd); otherwise only what is synced.
+	log := x.log
+	if x.n.SendsBeforeFlush() {
+		log = append(log[:len(log):len(log)], x.unsynced...)
+	}
+	last, first := uint64(len(log)), uint64(0)
 	if last > 0 {
 		first = 1
 	}
 	var prev Epoch
 	havePrev := c.From > 1 && c.From-1 <= last
 	if havePrev {
-		prev = x.log[c.From-2].Epoch
+		prev = log[c.From-2].Epoch
 	}
 	switch m.Flags = CatchupVerdict(c, first, last, prev, havePrev); {
 	case m.Flags == FlagDiverged:
 		m.Epochs = append([]EpochRecord(nil), x.epochs...)
 	case m.Flags == 0 && c.From <= last:
-		m.Entries = append([]Entry(nil), x.log[c.From-1:min(last, c.From-1+64)]...)
+		m.Entries = append([]Entry(nil), log[c.From-1:min(last, c.From-1+64)]...)
 	}
 	h.sendMsg(x, to, m)
 }

@@ -194,4 +194,5 @@ func (n *Node) commitDurable() {
 func (n *Node) unverify() {
 	n.verified = false
 	n.leaderDurable = 0
+	n.probe = probe{}
 }

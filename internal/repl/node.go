@@ -110,6 +110,10 @@ type Node struct {
 	// catch-up is asked meanwhile: it would name the suffix being
 	// dropped.
 	dropAt uint64
+	// probe: after a divergence answer, the search for where the two
+	// logs part (catchupRefused); inactive (hi 0) otherwise. Forgotten
+	// whenever the log must be verified again (unverify).
+	probe probe
 
 	peer *Progress
 

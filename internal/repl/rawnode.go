@@ -55,15 +55,14 @@ func NewNode(cfg Config, st RestartState) *Node {
 //     Divergence), not the commit index, so a solo suffix is kept as
 //     conflict records whatever the bound;
 //   - catchupRefused drops a divergent suffix only above max(Divergence,
-//     commit): with the bound, down to the divergence point, as for a
-//     live replica. Entries between the bound and the exact commit index
-//     the node knew before it stopped are on the leader too (that is
-//     what committed means), so a divergence found correctly lies above
-//     them; should Divergence err early over them (sim seed 9870),
-//     dropping them loses nothing acknowledged, and the catch-up fetches
-//     them again. (A driver that showed them would see its revision go
-//     back: docs/ARCHITECTURE.md, "Resync and truncation", after a
-//     restart.)
+//     commit), and first searches that range for where the two logs
+//     really part (probe): entries between the bound and the exact
+//     commit index the node knew before it stopped are on the leader
+//     too (that is what committed means), and Divergence may err early
+//     over them (sim seed 9870), so the search keeps them and a driver
+//     that showed them never sees its revision go back (sim seeds
+//     207893, 264947, 340180; docs/ARCHITECTURE.md, "Resync and
+//     truncation", after a restart).
 //
 // Entries up to Applied are not handed out again as CommittedEntries
 // (nextApply stays Applied+1): the driver applied them before it stopped.
