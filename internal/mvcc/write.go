@@ -103,7 +103,8 @@ func (w *WriteTxn) Put(key, value []byte, lease int64) (*mvccpb.KeyValue, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.tx.Put(storage.BucketKey, RevBytes(rev), data); err != nil {
+	// data and the key are fresh: handed over, not copied again.
+	if err := storage.PutOwned(w.tx, storage.BucketKey, RevBytes(rev), data); err != nil {
 		return nil, err
 	}
 	w.s.mu.Lock()

@@ -175,6 +175,26 @@ func (t *batchTx) ScanReverse(bucket, from, to []byte, fn func(k, v []byte) (boo
 // Put records the write in the batch's layer. As bbolt would, it refuses
 // a bucket the data file does not have.
 func (t *batchTx) Put(bucket, key, value []byte) error {
+	if err := t.checkPut(bucket, key, value); err != nil {
+		return err
+	}
+	t.own.put(bucket, key, value)
+	t.ops++
+	return nil
+}
+
+// putOwned is Put without copying key and value (PutOwned).
+func (t *batchTx) putOwned(bucket, key, value []byte) error {
+	if err := t.checkPut(bucket, key, value); err != nil {
+		return err
+	}
+	t.own.putOwned(bucket, key, value)
+	t.ops++
+	return nil
+}
+
+// checkPut refuses what bbolt's Put would.
+func (t *batchTx) checkPut(bucket, key, value []byte) error {
 	if !t.hasBucket(bucket) {
 		return fmt.Errorf("storage: no bucket %q", bucket)
 	}
@@ -187,9 +207,21 @@ func (t *batchTx) Put(bucket, key, value []byte) error {
 	if int64(len(value)) > bolt.MaxValueSize {
 		return berrors.ErrValueTooLarge
 	}
-	t.own.put(bucket, key, value)
-	t.ops++
 	return nil
+}
+
+// PutOwned is tx.Put for a key and value the caller hands over: it must
+// never change or reuse them after the call. A batch of Backend.Apply
+// then keeps them in its layer as they are, where Put copies them (a
+// 2 KiB value was copied once more on every write); any other
+// transaction copies as Put does.
+func PutOwned(tx WriteTx, bucket, key, value []byte) error {
+	if o, ok := tx.(interface {
+		putOwned(bucket, key, value []byte) error
+	}); ok {
+		return o.putOwned(bucket, key, value)
+	}
+	return tx.Put(bucket, key, value)
 }
 
 // Delete records a tombstone in the batch's layer; a bucket the data

@@ -542,12 +542,16 @@ func testLayersModel(t *testing.T, seed uint64) {
 	if n := openReadTxs(b); n > 1 {
 		t.Fatalf("%d bbolt read transactions open with no reader left, want at most the current shared one", n)
 	}
-	// Every Apply's callback and every View that met a write opened a
-	// transaction of its own; the rest shared one.
+	// Every Apply's callback and every View that met a write opened at
+	// most one transaction; the rest shared one. How many shared depends
+	// on the scheduler (a loaded 2-core machine ran 5 Views beside 400
+	// batches, none of them sharing): that Views of one commit share a
+	// transaction is asserted deterministically by
+	// TestViewsShareAReadTxPerCommit.
 	begun := int64(b.db.Stats().TxN)
 	t.Logf("%d Views (%d held across a commit) and %d batches began %d bbolt read transactions", views.Load()+hookReads.Load(), heldAcross.Load(), batches, begun)
-	if begun >= views.Load()+hookReads.Load()+batches {
-		t.Fatal("no View shared a bbolt read transaction")
+	if begun > views.Load()+hookReads.Load()+batches {
+		t.Fatalf("%d bbolt read transactions for %d readers and batches: one reader opened several", begun, views.Load()+hookReads.Load()+batches)
 	}
 	// How many Views the scheduler let straddle a commit varies (none on a
 	// loaded 2-core machine at times): what such a View must read is

@@ -23,7 +23,8 @@ func ovLess(a, b ovItem) bool { return bytes.Compare(a.key, b.key) < 0 }
 // A clone shares its trees copy-on-write (google/btree's lazy Clone): the
 // writer goes on changing the original while readers walk their clones,
 // and neither sees the other's later changes. Keys and values are copies,
-// never aliases of the caller's buffers or of bbolt's pages, and an item
+// never aliases of the caller's buffers or of bbolt's pages (or buffers
+// the caller handed over with PutOwned and never touches again), and an item
 // once inserted is never changed in place (a newer one replaces it), so a
 // tree that nobody changes any more (a frozen layer) may be read by any
 // number of goroutines without a clone.
@@ -44,6 +45,12 @@ func (o *overlay) tree(bucket []byte) *btree.BTreeG[ovItem] {
 
 func (o *overlay) put(bucket, key, val []byte) {
 	o.tree(bucket).ReplaceOrInsert(ovItem{key: bytes.Clone(key), val: bytes.Clone(val)})
+}
+
+// putOwned is put for a key and value the caller hands over (PutOwned):
+// the layer keeps them without a copy.
+func (o *overlay) putOwned(bucket, key, val []byte) {
+	o.tree(bucket).ReplaceOrInsert(ovItem{key: key, val: val})
 }
 
 func (o *overlay) del(bucket, key []byte) {

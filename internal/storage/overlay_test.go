@@ -560,3 +560,60 @@ func TestLayeredScansMatchAModel(t *testing.T) {
 		})
 	}
 }
+
+// TestPutOwnedKeepsTheCallersBuffer: in an Apply batch, PutOwned keeps
+// the value it is handed (a reader sees that very buffer until the
+// commit), where Put keeps a copy; in Update, which writes bbolt
+// directly, PutOwned copies as Put does. Either way the value reads
+// back, before and after the commit.
+func TestPutOwnedKeepsTheCallersBuffer(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		update bool // Update instead of Apply
+		owned  bool // PutOwned instead of Put
+		shared bool // a reader gets the caller's buffer
+	}{
+		{"apply-put", false, false, false},
+		{"apply-owned", false, true, true},
+		{"update-owned", true, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := openBatch(t, Options{BatchInterval: -1})
+			k, v := []byte("k"), []byte("value")
+			put := func(tx WriteTx) error {
+				if c.owned {
+					return PutOwned(tx, BucketKey, bytes.Clone(k), v)
+				}
+				return tx.Put(BucketKey, k, v)
+			}
+			var err error
+			if c.update {
+				err = b.Update(put)
+			} else {
+				err = b.Apply(put)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var shared bool
+			var got []byte
+			if err := b.View(func(tx ReadTx) error {
+				r := tx.Get(BucketKey, k)
+				shared = len(r) > 0 && &r[0] == &v[0]
+				got = bytes.Clone(r)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != "value" || shared != c.shared {
+				t.Fatalf("a reader got %q, the caller's own buffer: %v; want %q, %v", got, shared, "value", c.shared)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if got := onDisk(t, b, BucketKey, k); string(got) != "value" {
+				t.Fatalf("the file holds %q after Commit, want value", got)
+			}
+		})
+	}
+}

@@ -50,6 +50,13 @@ type Journal struct {
 	// commit is the newest commit bound appended (AppendCommit) or read
 	// at Open since the last Reset (0: none).
 	commit uint64
+	// enc, ends and rs are AppendCommit's scratch space, reused by every
+	// call (one caller at a time): the etcd WAL marshals each record into
+	// a buffer of its own inside Save and keeps no reference to an
+	// entry's Data after it returns.
+	enc  []byte
+	ends []int
+	rs   []raftpb.Entry
 
 	fault atomic.Pointer[func() error] // see InjectFault
 }
@@ -195,17 +202,28 @@ func (j *Journal) AppendCommit(es []repl.Entry, commit uint64) error {
 	if j.last != 0 && es[0].Index != j.last+1 {
 		return fmt.Errorf("%w: first %d, last %d", ErrNotContiguous, es[0].Index, j.last)
 	}
-	rs := make([]raftpb.Entry, len(es))
-	var n int64
+	// Every entry's encoding goes into one scratch buffer, and the
+	// records slice it once it is complete: no allocation per entry,
+	// and none at all once the buffer has grown to a batch's size.
+	enc, ends := j.enc[:0], j.ends[:0]
 	for i := range es {
 		if i > 0 && es[i].Index != es[i-1].Index+1 {
 			return fmt.Errorf("%w: %d then %d", ErrNotContiguous, es[i-1].Index, es[i].Index)
 		}
-		data := repl.AppendEntry(nil, &es[i])
-		rs[i] = raftpb.Entry{Term: es[i].Epoch.Term, Index: j.seq + 1 + uint64(i), Type: raftpb.EntryNormal, Data: data}
-		n += int64(len(data))
+		enc = repl.AppendEntry(enc, &es[i])
+		ends = append(ends, len(enc))
 	}
-	if err := j.w.Save(raftpb.HardState{Commit: commit}, rs); err != nil {
+	rs := j.rs[:0]
+	start := 0
+	for i := range es {
+		rs = append(rs, raftpb.Entry{Term: es[i].Epoch.Term, Index: j.seq + 1 + uint64(i), Type: raftpb.EntryNormal, Data: enc[start:ends[i]]})
+		start = ends[i]
+	}
+	n := int64(len(enc))
+	err := j.w.Save(raftpb.HardState{Commit: commit}, rs)
+	clear(rs) // the scratch records hold no entry's bytes between calls
+	j.enc, j.ends, j.rs = enc, ends, rs
+	if err != nil {
 		return err
 	}
 	if commit != 0 {
