@@ -30,6 +30,7 @@ type clusterFlags struct {
 	ddsInterface        string
 	ddsDomain           uint32
 	ddsConfig           string
+	ddsWaitSet          bool
 	peerLease           time.Duration
 	ackTimeout          time.Duration
 	preferredZone       string
@@ -108,6 +109,7 @@ func (c *clusterFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.initialClusterToken, "initial-cluster-token", "dyad-cluster", "Token mixed into the cluster ID; both nodes need the same one. A node refuses a data dir, and ignores a peer, of another cluster.")
 	fl.StringVar(&c.ddsInterface, "dds-interface", "", "Network interface (name) for DDS traffic. Empty: \"lo\" when this node's --initial-cluster host is a loopback address, else Cyclone's choice.")
 	fl.Uint32Var(&c.ddsDomain, "dds-domain", 0, "DDS domain ID (0-232). Both nodes need the same one.")
+	fl.BoolVar(&c.ddsWaitSet, "dds-waitset", true, "The replication loop waits for the peer's messages in Cyclone DDS (a waitset, one call into C) instead of being woken by Cyclone's receive thread through Go (docs/ARCHITECTURE.md). false: the receive thread notifies the loop.")
 	fl.StringVar(&c.ddsConfig, "dds-config", "", "Extra Cyclone DDS XML (inside <Domain>) for experts, or @FILE to read it from a file.")
 	fl.DurationVar(&c.peerLease, "peer-lease", time.Second, "Failure detection lease: a peer silent this long (on this node's own running time) is dead, and leases between the nodes last this long.")
 	fl.DurationVar(&c.ackTimeout, "ack-timeout", 2*time.Second, "A replica that leaves an entry unacknowledged this long is declared dead (the primary then goes solo).")

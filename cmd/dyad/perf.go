@@ -38,7 +38,8 @@ type perfJob struct {
 	Inline   bool
 	// WaitSet: the raw binding's ends wait in C on a waitset and answer
 	// from the goroutine that waited (dds.ReceiveWaitSet); with Net,
-	// ddsnet's owners wait in ddsnet's Wait (ddsnet.Config.WaitSet).
+	// ddsnet's owners wait in ddsnet's Wait (ddsnet.Config.WaitSet); with
+	// Pair, the nodes' apply loops do (dyad serve --dds-waitset).
 	WaitSet bool
 	Net     bool // the replication path (ddsnet) instead of the raw binding
 	Pair    bool // the whole path: two dyad nodes (internal/server over ddsnet)
@@ -74,12 +75,13 @@ func (j perfJob) config() dds.Config {
 // "waitset" is a Go goroutine that blocks in one cgo call on a waitset over
 // its reader and a guard (no call into Go on Cyclone's thread, no Go
 // scheduler wake-up on arrival) and answers from that same goroutine.
-// "ddsnet" is the transport replication actually uses, fed to an owner
-// goroutine as the replication loop is (cmd/dyad/perf_ddsnet.go);
-// "ddsnet+ws" is the same with ddsnet's experimental Config.WaitSet (the
-// owner waits in C; internal/ddsnet/waitset.go). "pair"
-// is the whole path: a Put on a primary replicated to its replica by the
-// real server code over ddsnet (cmd/dyad/perf_pair.go). A "+batch" row is
+// "ddsnet" is the transport replication uses, fed to an owner goroutine
+// that Cyclone's thread notifies (cmd/dyad/perf_ddsnet.go); "ddsnet+ws"
+// is the same with ddsnet's Config.WaitSet (the owner waits in C;
+// internal/ddsnet/waitset.go), as dyad serve feeds the replication loop.
+// "pair" is the whole path: a Put on a primary replicated to its replica
+// by the real server code over ddsnet (cmd/dyad/perf_pair.go); "+ws" as
+// dyad serve runs it, without with --dds-waitset=false. A "+batch" row is
 // its path with Cyclone's write batching and a flush per perfBurst
 // messages in the throughput phase, as ddsperf's publisher batches (its
 // round trips flush every write, so they are the path's own).
@@ -96,7 +98,8 @@ type perfPathSpec struct {
 var perfPaths = []perfPathSpec{{name: "dyad-inline", inline: true}, {name: "dyad-inline+batch", inline: true, batch: true},
 	{name: "dyad-channel"}, {name: "dyad-waitset", waitset: true},
 	{name: "dyad-ddsnet", net: true}, {name: "dyad-ddsnet+batch", net: true, batch: true},
-	{name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-pair", pair: true}}
+	{name: "dyad-ddsnet+ws", net: true, waitset: true}, {name: "dyad-ddsnet+ws+batch", net: true, waitset: true, batch: true},
+	{name: "dyad-pair", pair: true}, {name: "dyad-pair+ws", pair: true, waitset: true}}
 
 // perfLockedPaths are --lock-writers' extra rows: the goroutine paths
 // again with each end's writing goroutine locked to its OS thread, in the
@@ -128,16 +131,18 @@ on Cyclone's receive thread, like ddsperf), dyad-channel (sample handed
 to a Go goroutine, the way replication's owner goroutine consumes it),
 dyad-waitset (a Go goroutine blocked in one cgo call on a waitset, as
 ddsperf's waitset mode waits, answering from that goroutine),
-dyad-ddsnet+ws (dyad-ddsnet with ddsnet's experimental waitset consumer:
-the owner waits in C and takes on its own goroutine) and
 dyad-ddsnet (internal/ddsnet, the transport replication uses, handing
-batches to an owner goroutine as it feeds the replication loop: ping as a
-Log message and pong as an Ack; throughput is Log messages per second
-delivered to the peer's owner, counted there), and dyad-pair (the whole
-replication path: two dyad nodes, the real server code over ddsnet with
-fsync off; a round trip is one Put on the primary, applied and logged
-there, persisted and acknowledged by the replica, answered; throughput is
-acknowledged Puts per second of 16 concurrent writers). A further table
+batches to an owner goroutine that Cyclone's receive thread notifies: ping
+as a Log message and pong as an Ack; throughput is Log messages per second
+delivered to the peer's owner, counted there), dyad-ddsnet+ws (the same
+with ddsnet's waitset consumer, as dyad serve feeds the replication loop:
+the owner waits in C and takes on its own goroutine), and dyad-pair+ws
+(the whole replication path as dyad serve runs it: two dyad nodes, the
+real server code over ddsnet with fsync off, the loops waiting in C; a
+round trip is one Put on the primary, applied and logged there, persisted
+and acknowledged by the replica, answered; throughput is acknowledged
+Puts per second of 16 concurrent writers) beside dyad-pair (the same with
+--dds-waitset=false: the loops woken through Go). A further table
 splits the pair's mean write into the primary's part, the ddsnet round
 trip and the replica's part, and another splits the ddsnet round trip
 (pings of 48 bytes or more, stamped by both ends on the host's clock)

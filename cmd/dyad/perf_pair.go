@@ -46,7 +46,7 @@ func perfPairNode(ctx context.Context, j perfJob, member uint64, primary bool, s
 	defer os.RemoveAll(dir)
 	dcfg := j.config()
 	dcfg.WriteBatch = true // as dyad serve configures a pair (ddsConfig)
-	tr, err := ddsnet.New(ddsnet.Config{DDS: dcfg, Cluster: perfPairCluster, Node: member})
+	tr, err := ddsnet.New(ddsnet.Config{DDS: dcfg, Cluster: perfPairCluster, Node: member, WaitSet: j.WaitSet})
 	if err != nil {
 		return err
 	}

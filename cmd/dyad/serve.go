@@ -350,6 +350,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 			DDS:     ddsConfig(f, plan),
 			Cluster: plan.clusterID,
 			Node:    plan.memberID,
+			WaitSet: f.cluster.ddsWaitSet,
 			// The loop's sends never wait for the peer: a writer at its
 			// high-water mark queues them (up to Backlog) and refuses the
 			// rest; entries not sent are caught up from the log.

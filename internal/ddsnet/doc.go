@@ -60,14 +60,19 @@
 // Start (transport.Transport) instead takes and hands over on Cyclone's
 // thread with a handler that accepts everything; it must be quick.
 //
-// Config.WaitSet (an experiment, off by default, not used by
-// internal/server) replaces the notification: every reader is attached to
-// one dds.WaitSet, and the consumer calls Wait where it would select on
-// Ready. Wait blocks in one cgo call until a class has samples or Wake is
-// called (the consumer's own events) or Close, takes every class that has
+// Config.WaitSet (dyad serve --dds-waitset, on by default) replaces the
+// notification: every reader is attached to one dds.WaitSet, and the
+// consumer calls Wait where it would select on Ready (transport.Waiter).
+// Wait blocks in one cgo call until a class has samples or Wake is called
+// (the consumer's own events) or Close, takes every class that has
 // samples and offers them on the consumer's goroutine; Cyclone's thread
-// calls no Go code. A class whose batch was refused is muted in the
-// waitset until Resume hands the held batch over (waitset.go).
+// calls no Go code. Wake is a level-triggered guard condition: a Wake
+// before a Wait makes that Wait return at once, so a consumer that queues
+// and then wakes never loses the wake-up between its last look at its
+// queues and its Wait (TestWaitSetWakeBeforeWait). A class whose batch
+// was refused is muted in the waitset until Resume hands the held batch
+// over (waitset.go). internal/server's apply loop waits this way
+// (loopwait.go there).
 //
 // # Sends
 //

@@ -42,8 +42,9 @@ type Config struct {
 	// from, right after the Wait's C call returned. Instrumentation: dyad
 	// perf times the layers of a round trip with it.
 	OnNotify func(c transport.Class)
-	// WaitSet (an experiment, off by default; StartBatch only) makes the
-	// consumer wait in C instead of on Ready: Wait blocks in one cgo call
+	// WaitSet (StartBatch only; dyad serve sets it unless
+	// --dds-waitset=false) makes the consumer wait in C instead of on
+	// Ready: Wait blocks in one cgo call
 	// on a waitset over every class's reader and a guard condition, takes
 	// what arrived and offers it, on the consumer's goroutine; Cyclone's
 	// thread calls no Go code and Ready never fires. Events of the

@@ -168,3 +168,9 @@ func (n *Net) offerHeld(ws *dds.WaitSet, in *inlet, c transport.Class, r *dds.Re
 		ws.Mute(r, false)
 	}
 }
+
+// Waits implements transport.Waiter: whether the consumer waits in Wait
+// (Config.WaitSet).
+func (n *Net) Waits() bool { return n.cfg.WaitSet }
+
+var _ transport.Waiter = (*Net)(nil)

@@ -50,6 +50,29 @@ func TestWaitSetEveryClassNoLoss(t *testing.T) {
 	}
 }
 
+// No wake-up is lost between a consumer's last look at its queues and its
+// Wait (the apply loop queues, then wakes; internal/server/loopwait.go):
+// Wakes before a Wait make that Wait return at once, reporting them, and
+// coalesce into that one; the next Wait waits again. Waits reports the
+// mode.
+func TestWaitSetWakeBeforeWait(t *testing.T) {
+	g := &gate{got: make(chan *transport.Message, 10)}
+	_, b := batchPair(t, waitSetConfig(), g)
+	if !b.Waits() {
+		t.Fatal("Waits is false with Config.WaitSet")
+	}
+	b.Wake()
+	b.Wake()
+	// A Wake lost before the Wait would leave this one to its timeout,
+	// which reports no wake-up.
+	if woken, err := b.Wait(time.Minute); err != nil || !woken {
+		t.Fatalf("Wait after Wake: woken %v, %v", woken, err)
+	}
+	if woken, err := b.Wait(10 * time.Millisecond); err != nil || woken {
+		t.Fatalf("the Wait after the one that reported the Wakes: woken %v, %v (want a plain timeout)", woken, err)
+	}
+}
+
 // Wake ends a Wait without timeout from another goroutine; Close ends one
 // too, and every Wait after Close returns transport.ErrClosed. A Net
 // without Config.WaitSet refuses Wait.
@@ -104,5 +127,8 @@ func TestWaitSetWakeAndClose(t *testing.T) {
 	}
 	if _, err := plain.Wait(0); err == nil {
 		t.Fatal("Wait without Config.WaitSet succeeded")
+	}
+	if plain.Waits() {
+		t.Fatal("Waits is true without Config.WaitSet")
 	}
 }

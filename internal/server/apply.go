@@ -108,6 +108,7 @@ func (s *Server) proposeHere(ctx context.Context, req *pb.InternalRaftRequest) (
 	p := &proposal{req: req, done: make(chan applyResult, 1)}
 	select {
 	case s.proposals <- p:
+		s.wakeLoop()
 	case <-ctx.Done():
 		return applyResult{}, ctxErr(ctx)
 	case <-s.stopped:
@@ -169,17 +170,26 @@ func (s *Server) applier(ctx context.Context) error {
 	var fenced <-chan error
 	var recvReady <-chan struct{} // a batching transport has messages (inbox.go)
 	var reads <-chan *readReq
+	var lw *loopWait // the loop waits in its transport (loopwait.go)
 	if s.repl != nil {
 		// The wait for the peer after a start (two leases before a node
 		// that led last leads alone) counts from here, when the node
 		// starts listening, not from when its core was made: opening a
 		// large data file took longer than that, and the node led alone
 		// before it had heard anything.
-		s.repl.node.Start(s.repl.clock.Now())
-		t := time.NewTicker(s.repl.cfg.Lease / 8)
-		defer t.Stop()
-		tick, inbox, handoverc, fenced = t.C, s.repl.inbox, s.repl.handoverc, s.repl.fenceRes
-		recvReady = s.repl.recvReady()
+		now := s.repl.clock.Now()
+		s.repl.node.Start(now)
+		period := s.repl.cfg.Lease / 8
+		if w := s.repl.wait; w != nil {
+			lw = newLoopWait(w, period, now)
+			defer context.AfterFunc(ctx, w.Wake)()
+		} else {
+			t := time.NewTicker(period)
+			defer t.Stop()
+			tick = t.C
+			recvReady = s.repl.recvReady()
+		}
+		inbox, handoverc, fenced = s.repl.inbox, s.repl.handoverc, s.repl.fenceRes
 		reads = s.repl.reads.c
 	}
 	// A turn's messages to the peer leave together (flushSends): at the
@@ -225,6 +235,26 @@ func (s *Server) applier(ctx context.Context) error {
 			continue
 		}
 		s.flushSends() // what the drains above queued: the loop may block now
+		if lw != nil {
+			// Ticks first, so that a busy loop still ticks on time.
+			if lw.tickDue(s.repl.clock.Now()) {
+				s.onTick()
+				s.m.Ticks.Inc()
+				continue
+			}
+			if !inputQueued(ctx.Done(), props, inbox, reads, handoverc, fenced) {
+				if err := lw.wait(s.repl.clock.Now()); err != nil {
+					// The transport closed under the loop (it closes
+					// after Run): tick from a timer from here on.
+					s.log.Warn("replication transport wait failed; the apply loop no longer waits in it", "err", err)
+					t := time.NewTicker(time.Duration(lw.period))
+					defer t.Stop()
+					tick, lw = t.C, nil
+				}
+				continue
+			}
+			// Something is queued: the select below returns at once.
+		}
 		select {
 		case <-ctx.Done():
 			s.leave()

@@ -22,6 +22,11 @@
 // Goroutines. Run owns all of them (applier, lease expiry, compactor, auto
 // compaction, watch hub) and returns only after each has stopped.
 //
+// The applier blocks in its select, or, over a transport that waits for
+// it (ddsnet with Config.WaitSet), in that transport's Wait; then whatever
+// queues work for it (proposals, reads, hand-overs, the fence result, its
+// context) calls wakeLoop after queuing (loopwait.go).
+//
 // Lock order: Server.mu is a leaf; it is never held across a proposal, a
 // storage transaction or a call into another package.
 package server

@@ -58,6 +58,7 @@ func (s *Server) MoveLeader(ctx context.Context, target uint64) error {
 	h := &handover{target: target, done: done}
 	select {
 	case r.handoverc <- h:
+		s.wakeLoop()
 	case <-ctx.Done():
 		return ctxErr(ctx)
 	case <-s.stopped:

@@ -221,7 +221,15 @@ func waitLease(t *testing.T, n *node) {
 // is lost, no client sees a revision go back, and neither move is a
 // failover (no promotion after a lease expired).
 func TestPairMoveLeaderUnderLoad(t *testing.T) {
-	a, b := newPair(t)
+	for _, loop := range pairLoops {
+		t.Run(loop.name, func(t *testing.T) {
+			a, b := startPairWith(t, transport.NewMemNet(), t.TempDir(), t.TempDir(), loop.edit)
+			testPairMoveLeaderUnderLoad(t, a, b)
+		})
+	}
+}
+
+func testPairMoveLeaderUnderLoad(t *testing.T, a, b *node) {
 	waitLease(t, b)
 	l := startLoad(a.cli, b.cli)
 	defer l.stop()

@@ -77,8 +77,15 @@ func put(t *testing.T, cli *clientv3.Client, k, v string) int64 {
 // replica.
 func startPair(t *testing.T, net *transport.MemNet, dirA, dirB string) (a, b *node) {
 	t.Helper()
-	a = pairNode(t, net, dirA, 1, true)
-	b = pairNode(t, net, dirB, 2, false)
+	return startPairWith(t, net, dirA, dirB, nil)
+}
+
+// startPairWith is startPair with a change to both nodes' replication
+// config.
+func startPairWith(t *testing.T, net *transport.MemNet, dirA, dirB string, edit func(*server.ReplConfig)) (a, b *node) {
+	t.Helper()
+	a = pairNodeWith(t, net, dirA, 1, true, edit)
+	b = pairNodeWith(t, net, dirB, 2, false, edit)
 	waitRole(t, a, repl.RolePrimary)
 	waitRole(t, b, repl.RoleReplica)
 	return a, b

@@ -72,6 +72,7 @@ func (s *Server) readIndex(ctx context.Context) error {
 	q := &readReq{done: make(chan error, 1)}
 	select {
 	case s.repl.reads.c <- q:
+		s.wakeLoop()
 	case <-ctx.Done():
 		return ctxErr(ctx)
 	case <-s.stopped:

@@ -70,6 +70,9 @@ type replState struct {
 	inbox    chan *transport.Message
 	catchupc chan catchupJob
 	recv     recvState // how the transport fills inbox (inbox.go)
+	// wait is the transport the apply loop waits in (loopwait.go), or
+	// nil. Set at construction; any goroutine may Wake it.
+	wait transport.Waiter
 
 	inflight []*pending
 	fwdq     []*proposal // forwarded writes (and merges) waiting for the next batch
@@ -175,6 +178,7 @@ func newReplState(cfg ReplConfig) *replState {
 	own := repl.OwnProtocols(cfg.build, cfg.MinProtocol)
 	r.proto.Store(&repl.ProtocolStatus{Own: own, Send: own.Min, Heartbeat: own.Min})
 	r.tr = r.stamp(cfg.Transport)
+	r.wait = r.waiter()
 	r.handoverc = make(chan *handover, 1)
 	r.fenceReq, r.fenceRes = make(chan struct{}, 1), make(chan error, 1)
 	// Request IDs must differ from every earlier run's: the primary's

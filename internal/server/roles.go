@@ -172,6 +172,7 @@ func (s *Server) fencer(ctx context.Context) error {
 		cancel()
 		select {
 		case r.fenceRes <- err:
+			s.wakeLoop()
 		case <-ctx.Done():
 			return nil
 		}

@@ -370,13 +370,10 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	run(func(ctx context.Context) error { s.hub.Run(ctx); return nil })
-	run(s.applier)
-	run(s.compactor)
-	run(s.leaseExpiry)
-	run(s.autoCompact)
-	run(s.gaugeLoop)
 	if s.repl != nil {
+		// Before the apply loop runs: a loop that waits in its transport
+		// (loopwait.go) needs the transport started. Messages that arrive
+		// meanwhile wait in the transport or the inbox.
 		r := s.repl
 		var err error
 		if b := r.batcher(); b != nil {
@@ -391,10 +388,18 @@ func (s *Server) Run(ctx context.Context) error {
 			})
 		}
 		if err != nil {
-			cancel()
-			wg.Wait()
+			close(s.stopped) // as the apply loop would have, stopping
 			return err
 		}
+	}
+	run(func(ctx context.Context) error { s.hub.Run(ctx); return nil })
+	run(s.applier)
+	run(s.compactor)
+	run(s.leaseExpiry)
+	run(s.autoCompact)
+	run(s.gaugeLoop)
+	if s.repl != nil {
+		r := s.repl
 		run(s.catchupServer)
 		run(s.logTrimmer)
 		run(s.announceLoop)

@@ -1,6 +1,9 @@
 package transport
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Class picks the channel (a DDS topic) a message travels on. Each class is
 // ordered on its own; there is no order across classes.
@@ -143,6 +146,34 @@ type Batcher interface {
 	// MaxBatch is the largest batch h is offered: a consumer with room
 	// for MaxBatch messages accepts any batch.
 	MaxBatch() int
+}
+
+// Waiter is a Batcher whose consumer may wait inside the transport
+// instead of on Ready (ddsnet with Config.WaitSet: one cgo call waits in C
+// on every class's reader and takes what arrived, with no call into Go on
+// the network thread and no goroutine for the scheduler to wake).
+//
+// With Waits true, Ready never fires and the consumer calls Wait where it
+// would block on Ready; its other sources of work (its own queues, timers,
+// a stop) must call Wake after they queue something, and Wait's timeout
+// bounds the wait by the consumer's next deadline. Wake is level-triggered:
+// a Wake before a Wait makes that Wait return at once (woken), and Wakes
+// before it coalesce, so "queue, then Wake" is never lost between the
+// consumer's last look at its queues and its Wait.
+type Waiter interface {
+	Batcher
+	// Waits reports whether the consumer must use Wait (fixed at
+	// construction).
+	Waits() bool
+	// Wait blocks until messages arrive, Wake is called, the transport is
+	// closed (ErrClosed) or timeout passes (negative: none), then offers
+	// what arrived to the BatchHandler, on the caller's goroutine. woken
+	// reports a Wake since the previous Wait. Only the consumer calls it,
+	// and only after StartBatch.
+	Wait(timeout time.Duration) (woken bool, err error)
+	// Wake makes the current or next Wait return. Any goroutine, any
+	// time, also after Close.
+	Wake()
 }
 
 // BatchSender is a Transport that sends several messages in one call

@@ -1,0 +1,203 @@
+package server_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dyad-db/dyad/internal/repl"
+	"github.com/dyad-db/dyad/internal/server"
+	"github.com/dyad-db/dyad/internal/transport"
+)
+
+// memWaiter is a transport.Waiter over an in-memory endpoint: the apply
+// loop waits in it as it waits in ddsnet with Config.WaitSet
+// (loopwait.go), so that the pair tests cover that loop without DDS.
+// Received messages queue here; Wait blocks until one arrives, Wake, Close
+// or its timeout, then offers them to the handler one at a time in arrival
+// order, stopping at a refusal (Resume and later Waits offer the rest).
+// Wake is level-triggered, as ddsnet's guard condition is.
+type memWaiter struct {
+	*transport.Mem
+	wake    chan struct{} // holds a Wake not yet reported by a Wait
+	arrived chan struct{} // holds a signal of messages queued since the last Wait
+	closed  chan struct{}
+	once    sync.Once
+
+	mu    sync.Mutex // guards queue and h; held across offers
+	h     transport.BatchHandler
+	queue []*transport.Message
+
+	// strict: a Wait does not end at its timeout, only for a message,
+	// a Wake or Close (the loop must be woken for everything else).
+	strict atomic.Bool
+	// Every Wait's timeout, for the test to check.
+	waits     atomic.Int64
+	longest   atomic.Int64 // ns
+	unbounded atomic.Int64 // Waits with a negative (no) timeout
+	wakes     atomic.Int64
+}
+
+func newMemWaiter(m *transport.Mem) *memWaiter {
+	return &memWaiter{Mem: m, wake: make(chan struct{}, 1), arrived: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// waitingLoop makes a pair node's apply loop wait in its transport.
+func waitingLoop(rc *server.ReplConfig) {
+	rc.Transport = newMemWaiter(rc.Transport.(*transport.Mem))
+}
+
+var _ transport.Waiter = (*memWaiter)(nil)
+
+func (w *memWaiter) StartBatch(h transport.BatchHandler) error {
+	w.mu.Lock()
+	w.h = h
+	w.mu.Unlock()
+	return w.Mem.Start(func(m *transport.Message) {
+		w.mu.Lock()
+		w.queue = append(w.queue, m)
+		w.mu.Unlock()
+		select {
+		case w.arrived <- struct{}{}:
+		default:
+		}
+	})
+}
+
+func (w *memWaiter) Ready() <-chan struct{} { return nil } // never fires: the consumer waits
+func (w *memWaiter) MaxBatch() int          { return 1 }
+func (w *memWaiter) Resume()                { w.deliver() }
+func (w *memWaiter) Waits() bool            { return true }
+
+func (w *memWaiter) Wake() {
+	w.wakes.Add(1)
+	select {
+	case w.wake <- struct{}{}:
+	default: // coalesces with the one not yet reported
+	}
+}
+
+func (w *memWaiter) Wait(timeout time.Duration) (bool, error) {
+	w.waits.Add(1)
+	if timeout < 0 {
+		w.unbounded.Add(1)
+	}
+	for {
+		if old := w.longest.Load(); int64(timeout) <= old || w.longest.CompareAndSwap(old, int64(timeout)) {
+			break
+		}
+	}
+	var expire <-chan time.Time
+	if timeout >= 0 && !w.strict.Load() {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	woken := false
+	select {
+	case <-w.wake:
+		woken = true
+	case <-w.arrived:
+	case <-expire:
+	case <-w.closed:
+		return false, transport.ErrClosed
+	}
+	w.deliver()
+	return woken, nil
+}
+
+// deliver offers the queued messages in order until one is refused.
+func (w *memWaiter) deliver() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) > 0 && w.h != nil && w.h(w.queue[:1]) {
+		w.queue = w.queue[1:]
+	}
+}
+
+func (w *memWaiter) Close() error {
+	w.once.Do(func() { close(w.closed) })
+	return w.Mem.Close()
+}
+
+// pairLoops are the two ways an apply loop takes its input: blocked in its
+// select (woken by Ready or a channel) and waiting in its transport.
+var pairLoops = []struct {
+	name string
+	edit func(*server.ReplConfig)
+}{{"select", nil}, {"waitset", waitingLoop}}
+
+// A loop that waits in its transport is woken for every input that is not
+// a message, without its tick: with Waits that end only for a message,
+// Wake or Close, a lone node's writes, linearizable reads and its stop
+// still go through (a lost wake-up would leave them waiting, and the test
+// would fail on its deadline). Before that, with Waits that do end at
+// their timeout, no timeout exceeds a tick period, and the loop ticks with
+// nothing else to wake it.
+func TestLoopWaitsInTransport(t *testing.T) {
+	mnet := transport.NewMemNet()
+	var w *memWaiter
+	a := pairNodeWith(t, mnet, t.TempDir(), 1, true, func(rc *server.ReplConfig) {
+		waitingLoop(rc)
+		w = rc.Transport.(*memWaiter)
+	})
+	waitRole(t, a, repl.RoleSolo)
+	ticks := a.srv.Config().Metrics.Ticks
+	for start := counter(t, ticks); counter(t, ticks) < start+3; {
+		time.Sleep(testLease / 8) // ticks come from Wait's timeouts alone: no peer, no writes
+	}
+	if w.unbounded.Load() != 0 || time.Duration(w.longest.Load()) > testLease/8 {
+		t.Fatalf("a Wait of the loop had no timeout (%d) or one longer than a tick period (%s > %s)",
+			w.unbounded.Load(), time.Duration(w.longest.Load()), testLease/8)
+	}
+
+	w.strict.Store(true)
+	for i := range 3 {
+		wakes := w.wakes.Load()
+		rev := put(t, a.cli, "k", "v")
+		if v, got := get(t, a.cli, "k"); v != "v" || got < rev {
+			t.Fatalf("read %d: %q at %d after a write at %d", i, v, got, rev)
+		}
+		if w.wakes.Load() == wakes {
+			t.Fatal("a write and a read went through without waking the loop")
+		}
+	}
+	a.stop() // the loop's context wakes it: stop returns
+}
+
+// Both loops replicate, serve linearizable reads on the replica, fail
+// over and take the old primary back as the replica.
+func TestPairLoopsReplicate(t *testing.T) {
+	for _, loop := range pairLoops {
+		t.Run(loop.name, func(t *testing.T) {
+			mnet := transport.NewMemNet()
+			dirA := t.TempDir()
+			a := pairNodeWith(t, mnet, dirA, 1, true, loop.edit)
+			b := pairNodeWith(t, mnet, t.TempDir(), 2, false, loop.edit)
+			waitRole(t, a, repl.RolePrimary)
+			waitRole(t, b, repl.RoleReplica)
+			waitLease(t, b)
+			var last int64
+			for i := range 50 {
+				last = put(t, a.cli, "k", string(rune('a'+i%26)))
+			}
+			for _, n := range []*node{a, b} {
+				if _, rev := get(t, n.cli, "k"); rev < last {
+					t.Fatalf("%s reads revision %d, want >= %d", n.cfg.Name, rev, last)
+				}
+			}
+			if hashAt(t, a, last) != hashAt(t, b, last) {
+				t.Fatal("HashKV differs between the nodes")
+			}
+			a.stop()
+			waitRole(t, b, repl.RoleSolo)
+			put(t, b.cli, "after", "1")
+			a = pairNodeWith(t, mnet, dirA, 1, true, loop.edit)
+			waitRole(t, a, repl.RoleReplica)
+			if v, _ := get(t, a.cli, "after"); v != "1" {
+				t.Fatalf("the rejoined node misses a write: %q", v)
+			}
+		})
+	}
+}
