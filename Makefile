@@ -29,6 +29,11 @@
 #                     on every core: SIM_DURATION (default 10m) of seeds from SIM_FIRST,
 #                     or SIM_SEEDS seeds; prints steps/s, total steps, porcupine-checked
 #                     operations, faults, and each failing seed with a shrunk trace
+#   make powercut     the long power-cut runs (test/crash; root and /dev/fuse):
+#                     POWERCUT_CYCLES (default 200) cuts of one node, then
+#                     PAIR_POWERCUT_CYCLES (default 60) cuts of a pair (both
+#                     zones, the primary's, the replica's), every acknowledged
+#                     write checked after each
 #   make robustness-soak  the long robustness soak: SOAK_CYCLES (default 100) fault
 #                     cycles against a two-zone pair, every history checked (root)
 #
@@ -40,10 +45,12 @@ export GOTOOLCHAIN := local
 
 BENCH_FLAGS ?=
 SOAK_CYCLES ?= 100
+POWERCUT_CYCLES ?= 200
+PAIR_POWERCUT_CYCLES ?= 60
 SIM_DURATION ?= 10m
 FUZZTIME ?= 5m
 
-.PHONY: build release test fuzz bench-deps bench e2e-deps e2e robustness-soak sim
+.PHONY: build release test fuzz bench-deps bench e2e-deps e2e robustness-soak powercut sim
 
 build:
 	go build -o .cache/bin/dyad ./cmd/dyad
@@ -89,6 +96,10 @@ e2e: e2e-deps
 
 robustness-soak:
 	scripts/robustness-soak.sh $(SOAK_CYCLES)
+
+powercut:
+	DYAD_REQUIRE_PEERS=1 DYAD_POWERCUT_CYCLES=$(POWERCUT_CYCLES) go test -count=1 -timeout 90m -v -run '^TestPowerCut$$' ./test/crash
+	DYAD_REQUIRE_PEERS=1 DYAD_PAIR_POWERCUT_CYCLES=$(PAIR_POWERCUT_CYCLES) go test -count=1 -timeout 90m -v -run '^TestPairPowerCut$$' ./test/crash
 
 # The simulator runs as a test so that it shares the unit step's code; -v
 # prints its report. SIM_SEEDS, when set, wins over SIM_DURATION.
