@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,42 +20,20 @@ func TestMain(m *testing.M) { os.Exit(testutil.RunMain(m)) }
 // and that revisions keep rising.
 func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 	srv := testutil.StartDyad(t)
-	type ack struct {
-		key string
-		rev int64
-	}
-	var acked []ack
+	var acked acks
 	lastRev := int64(0)
 	for round := 0; round < 3; round++ {
 		cli, err := clientv3.New(srv.ClientConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
 		ctx, cancel := context.WithCancel(context.Background())
-		for w := 0; w < 16; w++ {
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				for i := 0; ctx.Err() == nil; i++ {
-					key := fmt.Sprintf("r%d/w%02d/%06d", round, w, i)
-					c, cc := context.WithTimeout(ctx, 2*time.Second)
-					resp, err := cli.Put(c, key, key)
-					cc()
-					if err != nil {
-						return // the kill: outcome unknown, not acknowledged
-					}
-					mu.Lock()
-					acked = append(acked, ack{key, resp.Header.Revision})
-					mu.Unlock()
-				}
-			}(w)
-		}
+		// A put the kill fails has an unknown outcome: its writer stops.
+		wait := writeUntil(ctx, cli, 16, func(w, i int) string { return fmt.Sprintf("r%d/w%02d/%06d", round, w, i) }, &acked, false)
 		time.Sleep(700 * time.Millisecond)
 		srv.Kill()
 		cancel()
-		wg.Wait()
+		wait()
 		cli.Close()
 		if err := srv.Restart(); err != nil {
 			t.Fatalf("restart after kill -9: %v\n%s", err, srv.LogTail())
@@ -72,7 +49,7 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 		for _, kv := range all.Kvs {
 			got[string(kv.Key)] = kv.ModRevision
 		}
-		for _, a := range acked {
+		for _, a := range acked.all() {
 			rev, ok := got[a.key]
 			if !ok {
 				t.Fatalf("round %d: acknowledged write %s (rev %d) lost after kill -9", round, a.key, a.rev)
@@ -85,9 +62,9 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 			t.Fatalf("revision ran backwards across restart: %d -> %d", lastRev, all.Header.Revision)
 		}
 		lastRev = all.Header.Revision
-		t.Logf("round %d: %d acknowledged writes all present, revision %d", round, len(acked), lastRev)
+		t.Logf("round %d: %d acknowledged writes all present, revision %d", round, acked.len(), lastRev)
 	}
-	if len(acked) < 100 {
-		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", len(acked))
+	if acked.len() < 100 {
+		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", acked.len())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,15 +99,12 @@ func TestPairPowerCut(t *testing.T) {
 	p.Start(testutil.ZoneB)
 	leader := p.WaitPair(60 * time.Second)
 
-	type ack struct {
-		key string
-		rev int64
-	}
-	var acked []ack
+	var acked acks
 	checkpoints := map[int64]uint32{} // marker revision -> HashKV on both nodes
 	var lastRev int64
 	var stats struct {
-		cuts, nodeCuts, torn, hit, rolledBack, failovers int
+		cutCounts
+		cuts, nodeCuts, failovers int
 	}
 	for cycle := 0; cycle < cycles; cycle++ {
 		kind := pairCut(cycle % 3)
@@ -132,28 +128,12 @@ func TestPairPowerCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
 		ctx, cancel := context.WithCancel(context.Background())
 		fss[victims[0]].Arm(trig.arm)
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				for i := 0; ctx.Err() == nil; i++ {
-					key := fmt.Sprintf("ppc/%03d/w%d/%06d", cycle, w, i)
-					c, cc := context.WithTimeout(ctx, 2*time.Second)
-					resp, err := cli.Put(c, key, key)
-					cc()
-					if err != nil {
-						continue // outcome unknown: not acknowledged; the client may fail over
-					}
-					mu.Lock()
-					acked = append(acked, ack{key, resp.Header.Revision})
-					mu.Unlock()
-				}
-			}(w)
-		}
+		// A failed put's outcome is unknown; its writer goes on with the
+		// next key, which the client sends to the other zone once the
+		// cut one stops answering.
+		wait := writeUntil(ctx, cli, 8, func(w, i int) string { return fmt.Sprintf("ppc/%03d/w%d/%06d", cycle, w, i) }, &acked, true)
 		fellBack := false
 		select {
 		case <-fss[victims[0]].CutC():
@@ -174,19 +154,13 @@ func TestPairPowerCut(t *testing.T) {
 			if survivor != leader {
 				stats.failovers++
 			}
-			mu.Lock()
-			before := len(acked)
-			mu.Unlock()
-			if !waitFor(15*time.Second, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(acked) >= before+50
-			}) {
+			before := acked.len()
+			if !waitFor(15*time.Second, func() bool { return acked.len() >= before+50 }) {
 				t.Fatalf("cycle %d (%s cut): node %v acknowledged fewer than 50 writes within 15 s of leading alone", cycle, kind, survivor)
 			}
 		}
 		cancel()
-		wg.Wait()
+		wait()
 		cli.Close()
 
 		for i, v := range victims {
@@ -199,15 +173,7 @@ func TestPairPowerCut(t *testing.T) {
 				t.Fatalf("cycle %d: crash of %v: %v", cycle, v, err)
 			}
 			stats.nodeCuts++
-			if mode == powerfs.Torn {
-				stats.torn++
-			}
-			if hit(rep) {
-				stats.hit++
-			}
-			if rolledBack(rep) {
-				stats.rolledBack++
-			}
+			stats.add(mode, rep)
 			// Only the triggered disk is sure to hold unsynced data.
 			if i == 0 && !fellBack && !hit(rep) {
 				t.Fatalf("cycle %d (%s cut, %s, %s): the cut found nothing unsynced on %v (%+v)", cycle, kind, trig.name, mode, v, rep)
@@ -230,7 +196,7 @@ func TestPairPowerCut(t *testing.T) {
 		lastRev = rev
 		for _, z := range []testutil.Zone{testutil.ZoneA, testutil.ZoneB} {
 			got := pairKeys(t, p, z, rev)
-			for _, a := range acked {
+			for _, a := range acked.all() {
 				r, ok := got[a.key]
 				if !ok {
 					t.Fatalf("cycle %d (%s cut, %s): acknowledged write %s (rev %d) lost on node %v", cycle, kind, trig.name, a.key, a.rev, z)
@@ -247,13 +213,13 @@ func TestPairPowerCut(t *testing.T) {
 		}
 		checkpoints[rev] = p.Hash(leader, rev)
 		t.Logf("cycle %d (%s cut, %s): pair formed again, %v leads; %d acknowledged writes on both nodes, revision %d",
-			cycle, kind, trig.name, leader, len(acked), rev)
+			cycle, kind, trig.name, leader, acked.len(), rev)
 	}
 	t.Logf("FIGURES pair power cuts %d (node cuts %d, torn %d; found unsynced changes %d, rolled something back %d), failovers %d, "+
 		"acknowledged writes checked on both nodes %d, lost 0, HashKV checkpoints %d",
-		stats.cuts, stats.nodeCuts, stats.torn, stats.hit, stats.rolledBack, stats.failovers, len(acked), len(checkpoints))
-	if len(acked) < 100 {
-		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", len(acked))
+		stats.cuts, stats.nodeCuts, stats.torn, stats.hit, stats.rolledBack, stats.failovers, acked.len(), len(checkpoints))
+	if acked.len() < 100 {
+		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", acked.len())
 	}
 	if need := stats.cuts/2 + 1; stats.hit < need {
 		t.Fatalf("only %d of %d node cuts found unsynced changes (need %d of %d cycles): the cuts missed the unsynced data",

@@ -67,6 +67,21 @@ func hit(rep powerfs.Report) bool {
 // rolledBack reports whether a crash undid anything.
 func rolledBack(rep powerfs.Report) bool { return rep.SectorsLost > 0 || rep.DirOpsUndone > 0 }
 
+// cutCounts tallies what the crashes after power cuts found.
+type cutCounts struct{ torn, hit, rolledBack int }
+
+func (c *cutCounts) add(mode powerfs.Mode, rep powerfs.Report) {
+	if mode == powerfs.Torn {
+		c.torn++
+	}
+	if hit(rep) {
+		c.hit++
+	}
+	if rolledBack(rep) {
+		c.rolledBack++
+	}
+}
+
 // rng2 is a cheap per-cycle jitter for the maintenance loop, which runs
 // beside the test goroutine and so must not share its rand.Rand.
 func rng2(cycle int) int { return (cycle * 37) % 200 }
@@ -108,16 +123,13 @@ func TestPowerCut(t *testing.T) {
 	t.Cleanup(func() { pfs.Close() })
 	srv := testutil.StartDyad(t, testutil.WithDataDir(filepath.Join(mnt, "data")))
 
-	type ack struct {
-		key string
-		rev int64
-	}
-	var acked []ack
+	var acked acks
 	checkpoints := map[int64]uint32{} // revision -> HashKV
 	var lastRev int64
 	defrags := 0
 	var stats struct {
-		cuts, torn, hit, rolledBack, restarts, dirOps, files, sectorsLost, sectorsKept int
+		cutCounts
+		cuts, restarts, dirOps, files, sectorsLost, sectorsKept int
 	}
 	for cycle := 0; cycle < cycles; cycle++ {
 		trig := pickTrigger(rng, cycle)
@@ -133,24 +145,8 @@ func TestPowerCut(t *testing.T) {
 		var wg sync.WaitGroup
 		ctx, cancel := context.WithCancel(context.Background())
 		pfs.Arm(trig.arm)
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				for i := 0; ctx.Err() == nil; i++ {
-					key := fmt.Sprintf("pc/%03d/w%d/%06d", cycle, w, i)
-					c, cc := context.WithTimeout(ctx, 2*time.Second)
-					resp, err := cli.Put(c, key, key)
-					cc()
-					if err != nil {
-						return // the cut: outcome unknown, not acknowledged
-					}
-					mu.Lock()
-					acked = append(acked, ack{key, resp.Header.Revision})
-					mu.Unlock()
-				}
-			}(w)
-		}
+		// A put the cut fails has an unknown outcome: its writer stops.
+		waitWriters := writeUntil(ctx, cli, 8, func(w, i int) string { return fmt.Sprintf("pc/%03d/w%d/%06d", cycle, w, i) }, &acked, false)
 		tStart := time.Now()
 		// Maintenance in the same window: defragmentation replaces the
 		// data file (a new file, a rename, a directory fsync), so a cut
@@ -193,6 +189,7 @@ func TestPowerCut(t *testing.T) {
 		tKill := time.Now()
 		cancel()
 		wg.Wait()
+		waitWriters()
 		cli.Close()
 		rep, err := pfs.Crash(mode, rng)
 		if err != nil {
@@ -200,15 +197,7 @@ func TestPowerCut(t *testing.T) {
 		}
 		tCrash := time.Now()
 		stats.cuts++
-		if mode == powerfs.Torn {
-			stats.torn++
-		}
-		if hit(rep) {
-			stats.hit++
-		}
-		if rolledBack(rep) {
-			stats.rolledBack++
-		}
+		stats.add(mode, rep)
 		switch {
 		case fellBack:
 		case !hit(rep):
@@ -243,7 +232,7 @@ func TestPowerCut(t *testing.T) {
 			}
 			got[string(kv.Key)] = kv.ModRevision
 		}
-		for _, a := range acked {
+		for _, a := range acked.all() {
 			rev, ok := got[a.key]
 			if !ok {
 				t.Fatalf("cycle %d (%s, %s): acknowledged write %s (rev %d) lost", cycle, trig.name, mode, a.key, a.rev)
@@ -277,15 +266,15 @@ func TestPowerCut(t *testing.T) {
 		checkpoints[rev] = hk.Hash
 		t.Logf("cycle %d (%s, %s): %d acknowledged writes all present, revision %d; rolled back: "+
 			"files %d, sectors lost %d / kept %d, dir ops %d",
-			cycle, trig.name, mode, len(acked), rev, rep.FilesReverted, rep.SectorsLost, rep.SectorsKept,
+			cycle, trig.name, mode, acked.len(), rev, rep.FilesReverted, rep.SectorsLost, rep.SectorsKept,
 			rep.DirOpsUndone)
 	}
 	t.Logf("FIGURES power cuts %d (torn %d; found unsynced changes %d, rolled something back %d), restarts %d, acknowledged writes checked %d, lost 0, "+
 		"HashKV checkpoints %d, defrags %d; rolled back: dir ops %d, files %d, sectors lost %d / kept %d",
-		stats.cuts, stats.torn, stats.hit, stats.rolledBack, stats.restarts, len(acked), len(checkpoints), defrags, stats.dirOps,
+		stats.cuts, stats.torn, stats.hit, stats.rolledBack, stats.restarts, acked.len(), len(checkpoints), defrags, stats.dirOps,
 		stats.files, stats.sectorsLost, stats.sectorsKept)
-	if len(acked) < 100 {
-		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", len(acked))
+	if acked.len() < 100 {
+		t.Fatalf("only %d writes acknowledged: the test did not exercise the write path", acked.len())
 	}
 	// Cuts whose trigger fired were checked above; this bounds the ones
 	// that fell back to a cut at an arbitrary moment.
