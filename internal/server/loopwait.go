@@ -60,6 +60,17 @@ func (l *loopWait) wait(now int64) error {
 	return err
 }
 
+// poll takes, without blocking, what the peer has sent since the last
+// Wait (a Wait with a zero timeout; one cgo call). A primary calls it
+// before it takes another batch while earlier ones await the replica's
+// ack: under load its proposals are never all taken, and before this it
+// left the ack in the transport until its queues ran dry, so each
+// batch's callers waited for the next batch's apply and flush as well.
+// An error is left to the next wait, which reports it.
+func (l *loopWait) poll() {
+	_, _ = l.w.Wait(0)
+}
+
 // waiter is the transport the loop waits in, or nil (it then blocks in
 // its select, woken by Ready). It is the unwrapped transport: the stamp
 // and the metering wrap only the handler StartBatch installs, which the
