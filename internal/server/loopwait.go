@@ -1,6 +1,7 @@
 package server
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/dyad-db/dyad/internal/transport"
@@ -55,7 +56,17 @@ func (l *loopWait) tickDue(now int64) bool {
 
 // wait blocks in the transport until a message arrives (offered to the
 // inbox before it returns), a Wake, or the next tick's deadline.
+//
+// It yields first. The goroutines the turn readied (a released write's
+// handler, readied by a channel send) wait in this P's run queue, and a
+// thread blocked in a cgo call keeps its P until the runtime's monitor
+// takes it back (20 µs or more): the handler of a lone writer waited
+// 27-45 µs at the median for that, 5-7 µs after (docs/BENCHMARKS.md,
+// "Where a 1-client write waits"). After the yield they run before the
+// loop's thread blocks in C; with nothing runnable, the yield returns at
+// once.
 func (l *loopWait) wait(now int64) error {
+	runtime.Gosched()
 	_, err := l.w.Wait(time.Duration(l.next - now))
 	return err
 }
