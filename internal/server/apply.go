@@ -200,6 +200,17 @@ func (s *Server) applier(ctx context.Context) error {
 		if s.repl != nil {
 			s.repl.resumeRecv()
 		}
+		if lw != nil && len(s.repl.inflight) > 0 && len(s.proposals) > 0 {
+			// A leader with batches awaiting the replica's ack that will
+			// take another batch now, not block in its transport: only
+			// a Wait takes the peer's messages, so take what has arrived
+			// (loopWait.poll) for the drain below, which releases the
+			// batches it acknowledges before the next one is applied
+			// and flushed. Only then: a poll is a cgo call, and on every
+			// busy turn (a lone writer's included) it cost the 1-client
+			// write more than it saved (docs/BENCHMARKS.md).
+			lw.poll()
+		}
 		// A primary whose storage failed hands over what both nodes hold
 		// first (handOverAfterFailure); it stops once that is sent, or
 		// could not be.

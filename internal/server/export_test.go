@@ -32,3 +32,7 @@ func JournalLast(s *Server) uint64 { return s.journal.Last() }
 
 // AppliedIndexLoop is AppliedIndex for a caller on the apply loop.
 func AppliedIndexLoop(s *Server) uint64 { return s.appliedIdx }
+
+// QueuedProposals is how many proposals wait for the apply loop to take
+// them.
+func QueuedProposals(s *Server) int { return len(s.proposals) }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/dyad-db/dyad/internal/transport"
@@ -55,9 +56,30 @@ func (l *loopWait) tickDue(now int64) bool {
 
 // wait blocks in the transport until a message arrives (offered to the
 // inbox before it returns), a Wake, or the next tick's deadline.
+//
+// It yields first. The goroutines the turn readied (a released write's
+// handler, readied by a channel send) wait in this P's run queue, and a
+// thread blocked in a cgo call keeps its P until the runtime's monitor
+// takes it back (20 µs or more): the handler of a lone writer waited
+// 27-45 µs at the median for that, 5-7 µs after (docs/BENCHMARKS.md,
+// "Where a 1-client write waits"). After the yield they run before the
+// loop's thread blocks in C; with nothing runnable, the yield returns at
+// once.
 func (l *loopWait) wait(now int64) error {
+	runtime.Gosched()
 	_, err := l.w.Wait(time.Duration(l.next - now))
 	return err
+}
+
+// poll takes, without blocking, what the peer has sent since the last
+// Wait (a Wait with a zero timeout; one cgo call). A primary calls it
+// before it takes another batch while earlier ones await the replica's
+// ack: under load its proposals are never all taken, and before this it
+// left the ack in the transport until its queues ran dry, so each
+// batch's callers waited for the next batch's apply and flush as well.
+// An error is left to the next wait, which reports it.
+func (l *loopWait) poll() {
+	_, _ = l.w.Wait(0)
 }
 
 // waiter is the transport the loop waits in, or nil (it then blocks in

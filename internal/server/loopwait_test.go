@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,9 @@ import (
 // Received messages queue here; Wait blocks until one arrives, Wake, Close
 // or its timeout, then offers them to the handler one at a time in arrival
 // order, stopping at a refusal (Resume and later Waits offer the rest).
-// Wake is level-triggered, as ddsnet's guard condition is.
+// Wake is level-triggered, as ddsnet's guard condition is. As in ddsnet,
+// only a Wait takes what arrived: Resume offers again only a message a
+// refusal held back.
 type memWaiter struct {
 	*transport.Mem
 	wake    chan struct{} // holds a Wake not yet reported by a Wait
@@ -25,9 +28,14 @@ type memWaiter struct {
 	closed  chan struct{}
 	once    sync.Once
 
-	mu    sync.Mutex // guards queue and h; held across offers
+	mu    sync.Mutex // guards queue, h and held; held across offers
 	h     transport.BatchHandler
 	queue []*transport.Message
+	held  bool // the handler refused queue[0]: Resume offers again
+
+	// onSent, when set, sees every message this node sends, on the
+	// sender's goroutine, once it is sent.
+	onSent atomic.Pointer[func(m *transport.Message)]
 
 	// strict: a Wait does not end at its timeout, only for a message,
 	// a Wake or Close (the loop must be woken for everything else).
@@ -67,7 +75,7 @@ func (w *memWaiter) StartBatch(h transport.BatchHandler) error {
 
 func (w *memWaiter) Ready() <-chan struct{} { return nil } // never fires: the consumer waits
 func (w *memWaiter) MaxBatch() int          { return 1 }
-func (w *memWaiter) Resume()                { w.deliver() }
+func (w *memWaiter) Resume()                { w.redeliver() }
 func (w *memWaiter) Waits() bool            { return true }
 
 func (w *memWaiter) Wake() {
@@ -87,6 +95,17 @@ func (w *memWaiter) Wait(timeout time.Duration) (bool, error) {
 		if old := w.longest.Load(); int64(timeout) <= old || w.longest.CompareAndSwap(old, int64(timeout)) {
 			break
 		}
+	}
+	if timeout == 0 {
+		// A poll: never blocks, strict or not.
+		woken := false
+		select {
+		case <-w.wake:
+			woken = true
+		default:
+		}
+		w.deliver()
+		return woken, nil
 	}
 	var expire <-chan time.Time
 	if timeout >= 0 && !w.strict.Load() {
@@ -111,9 +130,45 @@ func (w *memWaiter) Wait(timeout time.Duration) (bool, error) {
 func (w *memWaiter) deliver() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(w.queue) > 0 && w.h != nil && w.h(w.queue[:1]) {
+	w.deliverLocked()
+}
+
+func (w *memWaiter) deliverLocked() {
+	for len(w.queue) > 0 && w.h != nil {
+		if w.held = !w.h(w.queue[:1]); w.held {
+			return
+		}
 		w.queue = w.queue[1:]
 	}
+}
+
+// redeliver is Resume: it offers again only what a refusal held back.
+func (w *memWaiter) redeliver() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held {
+		w.deliverLocked()
+	}
+}
+
+func (w *memWaiter) Send(m *transport.Message) error {
+	err := w.Mem.Send(m)
+	if f := w.onSent.Load(); f != nil {
+		(*f)(m)
+	}
+	return err
+}
+
+// holds reports whether a received message of kind waits for a Wait.
+func (w *memWaiter) holds(kind uint16) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range w.queue {
+		if m.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *memWaiter) Close() error {
@@ -199,5 +254,88 @@ func TestPairLoopsReplicate(t *testing.T) {
 				t.Fatalf("the rejoined node misses a write: %q", v)
 			}
 		})
+	}
+}
+
+// A primary whose loop always has another proposal queued still takes the
+// replica's ack of a batch before it applies and flushes the next one
+// (loopWait.poll): in a transport where only a Wait takes what arrived,
+// the ack used to stay there until the queues ran dry, so under load each
+// batch's callers waited for the next batch's flush too. Here the first
+// batch's send holds the loop until the replica's ack has arrived and a
+// second write is queued; the second batch's send then holds the loop
+// until the first write is answered, which only the ack taken before that
+// batch can do (without it, the wait below runs out and the test fails).
+func TestBusyPrimaryTakesTheAckBeforeItsNextBatch(t *testing.T) {
+	mnet := transport.NewMemNet()
+	var wa *memWaiter
+	a := pairNodeWith(t, mnet, t.TempDir(), 1, true, func(rc *server.ReplConfig) {
+		waitingLoop(rc)
+		wa = rc.Transport.(*memWaiter)
+	})
+	b := pairNodeWith(t, mnet, t.TempDir(), 2, false, waitingLoop)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	waitLease(t, b)
+	put(t, a.cli, "warm", "1")
+
+	limit := 20 * testLease
+	var batches atomic.Int32
+	firstSent := make(chan struct{})
+	secondGo := make(chan struct{})
+	firstDone := make(chan struct{})
+	var staged atomic.Bool                 // the ack and the second write waited when the first batch's send returned
+	var answeredFirst atomic.Bool          // the first write was answered before the second batch left
+	onSent := func(m *transport.Message) { // a's apply loop
+		if m.Kind != repl.KindEntries {
+			return
+		}
+		switch batches.Add(1) {
+		case 1:
+			close(firstSent)
+			select {
+			case <-secondGo:
+			case <-time.After(limit):
+				return
+			}
+			for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				if wa.holds(repl.KindAck) && server.QueuedProposals(a.srv) > 0 {
+					staged.Store(true)
+					return
+				}
+			}
+		case 2:
+			select {
+			case <-firstDone:
+				answeredFirst.Store(true)
+			case <-time.After(limit):
+			}
+		}
+	}
+	wa.onSent.Store(&onSent)
+	defer wa.onSent.Store(nil)
+
+	errs := make(chan error, 2)
+	go func() {
+		_, err := a.cli.Put(context.Background(), "first", "1")
+		close(firstDone)
+		errs <- err
+	}()
+	<-firstSent
+	go func() {
+		_, err := a.cli.Put(context.Background(), "second", "1")
+		errs <- err
+	}()
+	close(secondGo)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !staged.Load() {
+		t.Fatal("the replica's ack and the second write never waited together behind the first batch's send")
+	}
+	if !answeredFirst.Load() {
+		t.Fatal("the first write was not answered before the second batch was sent: its ack waited in the transport")
 	}
 }
