@@ -185,6 +185,7 @@ func perfNetRespond(ctx context.Context, j perfJob, ready func()) error {
 					return err
 				}
 				lastSend = int64(time.Since(start))
+				m.Release() // Send keeps no payload
 				continue
 			}
 		case perfNetDataKind:
@@ -198,6 +199,7 @@ func perfNetRespond(ctx context.Context, j perfJob, ready func()) error {
 				return err
 			}
 		}
+		m.Release() // after the Send (a pong may echo the payload; Send keeps none)
 	}
 }
 
@@ -215,7 +217,8 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 	}
 	var seq uint64
 	// await waits for the answer of kind to seq (older answers, e.g. to
-	// repeated warm-up pings, are skipped).
+	// repeated warm-up pings, are skipped and released); the caller
+	// releases the answer.
 	await := func(kind uint16, timeout time.Duration) (*transport.Message, error) {
 		tm := time.NewTimer(timeout)
 		defer tm.Stop()
@@ -227,6 +230,7 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 			if m.Kind == kind && m.Index == seq {
 				return m, nil
 			}
+			m.Release()
 		}
 	}
 	var path netPathSums
@@ -247,6 +251,9 @@ func perfNetPing(ctx context.Context, j perfJob, emit func(perf.Row) error) erro
 		m, err := await(perfNetPongKind, timeout)
 		if m != nil && len(m.Payload) >= netPathBytes {
 			path.add(in, start, sent, m.Payload)
+		}
+		if m != nil {
+			m.Release()
 		}
 		return m != nil, err
 	}
@@ -339,8 +346,10 @@ func perfNetThroughput(ctx context.Context, n *ddsnet.Net, seq *uint64,
 	if m == nil {
 		return perf.Tput{}, errors.New("no count from the responder")
 	}
-	if m.Term != sent {
-		return perf.Tput{}, fmt.Errorf("responder received %d of %d messages", m.Term, sent)
+	got := m.Term
+	m.Release()
+	if got != sent {
+		return perf.Tput{}, fmt.Errorf("responder received %d of %d messages", got, sent)
 	}
 	el := time.Since(start).Seconds()
 	rate := float64(sent) / el

@@ -40,7 +40,8 @@
 // of the classes that signalled or hold a refused batch, and of no other
 // (one cgo take per batch of up to Config.Batch, on the loan),
 // drops samples of another cluster and the node's own, copies the payloads
-// into one buffer per batch, and offers each batch to its
+// into one buffer per batch (lent to the consumer and reused once it
+// releases every message of the batch, rxbuf.go), and offers each batch to its
 // transport.BatchHandler (StartBatch), which queues it whole or refuses it
 // whole without waiting (internal/server/inbox.go). So a burst costs one
 // wake-up of the loop and no receiving goroutine of ddsnet's own.

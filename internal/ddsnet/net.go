@@ -146,13 +146,16 @@ type inlet struct {
 	mu   sync.Mutex
 	held []*transport.Message // a batch the consumer refused: offered first
 	// The batch being taken (collect, build), under mu: hdrs and offs
-	// are scratch, reused; pend is the payloads' buffer, handed to the
-	// consumer with the batch (a fresh one each time).
+	// are scratch, reused; pend is the storage the payloads are copied
+	// into and the messages built in, lent to the consumer with the batch
+	// (rxbuf.go), nil until the batch's first sample; bufs pools the
+	// class's released ones.
 	hdrs []dds.Header
 	offs []int
-	pend []byte
+	pend *rxBuf
+	bufs sync.Pool
 	// pendHint is the previous batch's payload bytes (at most
-	// maxPendHint): a new pend starts with that room, so that a steady
+	// maxPendHint): a new buffer starts with that room, so that a steady
 	// stream is copied once instead of regrown from nothing per batch.
 	pendHint int
 }
@@ -250,6 +253,9 @@ func New(cfg Config) (*Net, error) {
 	}
 	n := &Net{cfg: cfg, p: p, ready: make(chan struct{}, 1),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), flushed: make(chan struct{})}
+	for c := range n.in {
+		n.in[c].bufs.New = newRxBuf(&n.in[c].bufs)
+	}
 	for c := transport.Class(0); c < transport.NumClasses; c++ {
 		w, err := p.NewWriter(TopicName(cfg.Prefix, c), writerQoS(c, cfg))
 		if err != nil {
@@ -408,7 +414,7 @@ func (n *Net) pump(c transport.Class) {
 // take takes one batch of class c: the messages, and how many samples
 // were taken (0: the reader is empty). Samples of another cluster and the
 // node's own are dropped. Payloads are copied out of Cyclone's loan into
-// one buffer per batch; the messages are allocated together.
+// one buffer per batch, which the messages are built in too (rxbuf.go).
 func (n *Net) take(in *inlet, c transport.Class, r *dds.Reader) ([]*transport.Message, int) {
 	n.takes.Add(1)
 	taken, err := r.Take(func(h *dds.Header, p []byte) { n.collect(in, h, p) })
@@ -435,27 +441,43 @@ func (n *Net) collect(in *inlet, h *dds.Header, p []byte) {
 		n.droppedShort.Add(1)
 		return
 	}
-	in.hdrs = append(in.hdrs, *h)
-	in.offs = append(in.offs, len(in.pend))
-	if in.pend == nil {
-		in.pend = make([]byte, 0, max(in.pendHint, len(p)))
+	pb := in.pend
+	if pb == nil {
+		pb = in.bufs.Get().(*rxBuf)
+		in.pend = pb
 	}
-	in.pend = append(in.pend, p...)
+	if len(pb.b) == 0 && cap(pb.b) < len(p) {
+		// A fresh buffer, or a pooled one too small for even this
+		// sample: room for a batch like the previous one. A pooled one
+		// keeps its room; append regrows it if this batch is larger.
+		pb.b = make([]byte, 0, max(in.pendHint, len(p)))
+	}
+	in.hdrs = append(in.hdrs, *h)
+	in.offs = append(in.offs, len(pb.b))
+	pb.b = append(pb.b, p...) // a larger batch than the room regrows once
 }
 
-// build makes the messages of in's pending batch (nil if none) and starts
-// a new one. The payloads alias one buffer, which the consumer gets.
+// build makes the messages of in's pending batch (nil if none) in its
+// rxBuf, which the messages then hold (transport.Message.Recv), and starts
+// a new batch. An rxBuf that received nothing stays for the next one.
 func (n *Net) build(in *inlet, c transport.Class) []*transport.Message {
-	hdrs, offs, buf := in.hdrs, in.offs, in.pend
-	in.hdrs, in.offs, in.pend = hdrs[:0], offs[:0], nil
-	if len(hdrs) > 0 {
-		in.pendHint = min(len(buf), maxPendHint)
-	}
+	hdrs, offs := in.hdrs, in.offs
 	if len(hdrs) == 0 {
 		return nil
 	}
-	msgs := make([]transport.Message, len(hdrs))
-	out := make([]*transport.Message, len(hdrs))
+	pb := in.pend
+	in.hdrs, in.offs, in.pend = hdrs[:0], offs[:0], nil
+	buf := pb.b
+	in.pendHint = min(len(buf), maxPendHint)
+	if cap(pb.msgs) < len(hdrs) {
+		// Exactly this batch's: a kept batch (never pooled) costs no
+		// more than it did, and a pooled one grows to its class's
+		// largest batch.
+		pb.msgs = make([]transport.Message, len(hdrs))
+		pb.ptrs = make([]*transport.Message, len(hdrs))
+	}
+	msgs, out := pb.msgs[:len(hdrs)], pb.ptrs[:len(hdrs)]
+	pb.refs.Store(int32(len(hdrs)))
 	for i, h := range hdrs {
 		end := len(buf)
 		if i+1 < len(offs) {
@@ -469,7 +491,7 @@ func (n *Net) build(in *inlet, c transport.Class) []*transport.Message {
 		}
 		msgs[i] = transport.Message{
 			Class: c, Version: h.Version, Kind: h.Kind, Flags: h.Flags, Cluster: h.Cluster, From: h.Node, To: to,
-			Term: h.Term, Index: h.Index, Payload: buf[start:end:end],
+			Term: h.Term, Index: h.Index, Payload: buf[start:end:end], Recv: pb,
 		}
 		out[i] = &msgs[i]
 	}

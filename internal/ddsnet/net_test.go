@@ -172,16 +172,21 @@ func TestSendAfterClose(t *testing.T) {
 }
 
 // gate is a consumer that refuses batches of its class (zero: Log) while
-// refuseLog is set and queues everything it accepts, as the replication
+// refuseLog is set, and any batch that would queue more than room messages
+// (0: no bound), and queues everything it accepts, as the replication
 // loop's inbox does when full.
 type gate struct {
 	refuseLog atomic.Bool
 	class     transport.Class
+	room      int
 	got       chan *transport.Message
 }
 
 func (g *gate) offer(ms []*transport.Message) bool {
 	if ms[0].Class == g.class && g.refuseLog.Load() {
+		return false
+	}
+	if g.room > 0 && len(g.got)+len(ms) > g.room {
 		return false
 	}
 	for _, m := range ms {

@@ -177,11 +177,14 @@ func (w *memWaiter) Close() error {
 }
 
 // pairLoops are the two ways an apply loop takes its input: blocked in its
-// select (woken by Ready or a channel) and waiting in its transport.
+// select (woken by Ready or a channel) and waiting in its transport; and,
+// with the first, a transport that lends what it delivers and poisons it
+// on release (lend_test.go), so that a released payload still in use
+// fails the pair tests.
 var pairLoops = []struct {
 	name string
 	edit func(*server.ReplConfig)
-}{{"select", nil}, {"waitset", waitingLoop}}
+}{{"select", nil}, {"waitset", waitingLoop}, {"lending", lendingLoop}}
 
 // A loop that waits in its transport is woken for every input that is not
 // a message, without its tick: with Waits that end only for a message,
@@ -244,6 +247,11 @@ func TestPairLoopsReplicate(t *testing.T) {
 			}
 			if hashAt(t, a, last) != hashAt(t, b, last) {
 				t.Fatal("HashKV differs between the nodes")
+			}
+			for _, n := range []*node{a, b} {
+				if l, ok := n.cfg.Repl.Transport.(lendingMem); ok && l.released.Load() == 0 {
+					t.Fatalf("%s released no received message", n.cfg.Name)
+				}
 			}
 			a.stop()
 			waitRole(t, b, repl.RoleSolo)

@@ -110,6 +110,7 @@ func (t *meteredBatcher) StartBatch(h transport.BatchHandler) error {
 			t.received(msg)
 			if isMember(msg) {
 				t.onMember(msg) // beside the protocol: never queued
+				msg.Release()   // the record is unmarshalled: nothing aliases it
 			}
 		}
 		return true

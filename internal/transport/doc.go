@@ -23,5 +23,9 @@
 //     envelopes of VersionAddressed and later.
 //   - The handler runs on the transport's receive goroutine(s), one at a
 //     time per Class; it must be quick and must not call Close. The Message
-//     and its Payload belong to the handler once delivered.
+//     and its Payload belong to the handler once delivered, until the
+//     handler calls Message.Release: a transport that lends its receive
+//     storage (ddsnet) reuses it once every message in it is released,
+//     so a handler releases a message only when nothing it keeps aliases
+//     the payload, and keeps (never releases) the rest.
 package transport

@@ -68,6 +68,30 @@ type Message struct {
 	// message arrives (not sent on the wire), so that a busy owner still
 	// times its peer by arrival, not by when it got round to the message.
 	Received int64
+	// Recv is the receiving transport's storage that the message and its
+	// Payload live in, or nil when they belong to the handler outright
+	// (see Release).
+	Recv Releaser
+}
+
+// Releaser is storage a receiving transport lends with a message
+// (Message.Recv): several messages of one batch may share it, and the
+// transport reuses it once each of them is released.
+type Releaser interface{ Release() }
+
+// Release hands m back to the transport that received it: after it,
+// neither m nor anything that aliases m.Payload may be used, because the
+// transport reuses both for later messages. A handler that keeps a
+// payload (or something decoded from it that aliases it) simply never
+// releases that message: its storage is then left to the garbage
+// collector, as if the handler owned it. Release once per message, on
+// the message the transport handed over (not a copy of it); a message
+// without Recv (sent, or from a transport that does not lend) ignores it.
+func (m *Message) Release() {
+	if r := m.Recv; r != nil {
+		m.Recv = nil // before: once released, m may be another message
+		r.Release()
+	}
 }
 
 // Envelope versions: what a transport must know of Message.Version to lay
@@ -122,7 +146,9 @@ type Transport interface {
 // order, without blocking. It returns false when it has no room for the
 // whole batch: then it took none of it, and the transport keeps the batch,
 // and everything after it in that class, until Resume. Accepted messages
-// and their payloads belong to the handler.
+// and their payloads belong to the handler, which may Release them
+// (Message.Release) to let the transport reuse their storage; the slice
+// stays the transport's and must not be kept after the handler returns.
 type BatchHandler func([]*Message) bool
 
 // Batcher is a Transport whose consumer pulls received messages in
