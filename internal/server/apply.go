@@ -209,7 +209,7 @@ func (s *Server) applier(ctx context.Context) error {
 			// and flushed. Only then: a poll is a cgo call, and on every
 			// busy turn (a lone writer's included) it cost the 1-client
 			// write more than it saved (docs/BENCHMARKS.md).
-			lw.poll()
+			lw.poll(s.repl.clock.Now())
 		}
 		// A primary whose storage failed hands over what both nodes hold
 		// first (handOverAfterFailure); it stops once that is sent, or
@@ -265,6 +265,11 @@ func (s *Server) applier(ctx context.Context) error {
 				continue
 			}
 			// Something is queued: the select below returns at once.
+			// A loop that keeps finding input queued still takes what
+			// its peer sent, at least every pollGap.
+			if now := s.repl.clock.Now(); lw.pollDue(now) {
+				lw.poll(now)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -36,3 +36,16 @@ func AppliedIndexLoop(s *Server) uint64 { return s.appliedIdx }
 // QueuedProposals is how many proposals wait for the apply loop to take
 // them.
 func QueuedProposals(s *Server) int { return len(s.proposals) }
+
+// QueueRead queues a linearizable read for the apply loop without
+// waiting for its answer (the answer goes to a buffered channel nobody
+// reads); false when the queue is full.
+func QueueRead(s *Server) bool {
+	select {
+	case s.repl.reads.c <- &readReq{done: make(chan error, 1)}:
+		s.wakeLoop()
+		return true
+	default:
+		return false
+	}
+}

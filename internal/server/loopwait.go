@@ -34,7 +34,20 @@ type loopWait struct {
 	// period is the tick period and next the clock time of the next tick
 	// (monoClock ns). Apply loop only.
 	period, next int64
+	// took is the clock time of the last Wait or poll (monoClock ns):
+	// what the peer sent before it has been taken. Apply loop only.
+	took int64
 }
+
+// pollGap is the longest a loop that always finds input queued goes
+// without taking what its peer sent (pollDue). Only a Wait takes the
+// peer's messages, and the loop waits only when nothing is queued: a
+// loop kept busy by reads or writes would otherwise hear neither acks
+// nor heartbeats until its queues ran dry, and a peer it does not hear
+// for a lease it takes for dead. A poll is a cgo call; at most one per
+// gap keeps its cost under a few percent of a core on a loop that never
+// idles, and a loop that does idle never polls for this.
+const pollGap = int64(time.Millisecond)
 
 func newLoopWait(w transport.Waiter, period time.Duration, now int64) *loopWait {
 	return &loopWait{w: w, period: int64(period), next: now + int64(period)}
@@ -67,9 +80,14 @@ func (l *loopWait) tickDue(now int64) bool {
 // once.
 func (l *loopWait) wait(now int64) error {
 	runtime.Gosched()
+	l.took = now
 	_, err := l.w.Wait(time.Duration(l.next - now))
 	return err
 }
+
+// pollDue reports whether a loop about to handle queued input instead of
+// waiting has gone pollGap without taking its peer's messages.
+func (l *loopWait) pollDue(now int64) bool { return now-l.took >= pollGap }
 
 // poll takes, without blocking, what the peer has sent since the last
 // Wait (a Wait with a zero timeout; one cgo call). A primary calls it
@@ -78,7 +96,8 @@ func (l *loopWait) wait(now int64) error {
 // left the ack in the transport until its queues ran dry, so each
 // batch's callers waited for the next batch's apply and flush as well.
 // An error is left to the next wait, which reports it.
-func (l *loopWait) poll() {
+func (l *loopWait) poll(now int64) {
+	l.took = now
 	_, _ = l.w.Wait(0)
 }
 
