@@ -63,7 +63,7 @@ func peerLabel(id uint64) string {
 // owner sees it.
 func (t *meteredTransport) Start(h transport.Handler) error {
 	return t.Transport.Start(func(msg *transport.Message) {
-		t.received(msg)
+		t.received(msg.From, envelopeBytes+len(msg.Payload))
 		if msg.Kind == repl.KindMember {
 			// Beside the protocol: never queued for the apply loop.
 			t.onMember(msg)
@@ -73,17 +73,17 @@ func (t *meteredTransport) Start(h transport.Handler) error {
 	})
 }
 
-// received counts one message received from msg.From.
-func (t *meteredTransport) received(msg *transport.Message) {
-	from := peerLabel(msg.From)
-	if t.seen.Swap(msg.From) != msg.From {
+// received counts bytes received from peer.
+func (t *meteredTransport) received(peer uint64, bytes int) {
+	from := peerLabel(peer)
+	if t.seen.Swap(peer) != peer {
 		// The To series of a newly heard peer start at zero, so that
 		// rate() sees their first increase (a counter born at 1 shows
 		// none) and dashboards find them before any failure.
 		t.m.PeerSentFailures.WithLabelValues(from)
 		t.m.PeerSentBytes.WithLabelValues(from)
 	}
-	t.m.PeerReceivedBytes.WithLabelValues(from).Add(float64(envelopeBytes + len(msg.Payload)))
+	t.m.PeerReceivedBytes.WithLabelValues(from).Add(float64(bytes))
 }
 
 // meteredBatcher is meteredTransport over a transport.Batcher: it counts
@@ -103,11 +103,18 @@ func (t *meteredBatcher) StartBatch(h transport.BatchHandler) error {
 		if slices.ContainsFunc(ms, isMember) {
 			rest = slices.DeleteFunc(slices.Clone(ms), isMember)
 		}
+		// Counted from what is read before h: once h has queued them,
+		// the apply loop may handle and release them, and their storage
+		// may then carry a later batch (transport.Message.Release).
+		var buf [2]arrival
+		got := arrivals(buf[:0], ms)
 		if len(rest) > 0 && !h(rest) {
 			return false // nothing taken; offered again by Resume
 		}
+		for _, a := range got {
+			t.received(a.from, a.bytes)
+		}
 		for _, msg := range ms {
-			t.received(msg)
 			if isMember(msg) {
 				t.onMember(msg) // beside the protocol: never queued
 				msg.Release()   // the record is unmarshalled: nothing aliases it
@@ -115,6 +122,26 @@ func (t *meteredBatcher) StartBatch(h transport.BatchHandler) error {
 		}
 		return true
 	})
+}
+
+// arrival is what a batch brought from one sender: bytes on the wire.
+type arrival struct {
+	from  uint64
+	bytes int
+}
+
+// arrivals appends to into the bytes ms brought per sender, in runs of
+// the same sender (a pair's batches come from its one peer: one run).
+func arrivals(into []arrival, ms []*transport.Message) []arrival {
+	for _, m := range ms {
+		n := envelopeBytes + len(m.Payload)
+		if k := len(into); k > 0 && into[k-1].from == m.From {
+			into[k-1].bytes += n
+			continue
+		}
+		into = append(into, arrival{m.From, n})
+	}
+	return into
 }
 
 func isMember(m *transport.Message) bool { return m.Kind == repl.KindMember }

@@ -87,3 +87,34 @@ func TestMeteredTransportKeepsBatching(t *testing.T) {
 		t.Fatalf("a batch of a member record: consumer batches %d, member records %d; want 1 and 2", len(got), len(members))
 	}
 }
+
+// The metered batch handler counts what it read before the consumer took
+// the batch: a consumer may handle and release the messages at once (the
+// apply loop, when the transport offers from another goroutine), and a
+// released message's storage may carry a later batch. Here the consumer
+// overwrites each message it takes, as a reused buffer would; the bytes
+// must still be counted for the sender and size that arrived.
+func TestMeteredBatchCountsBeforeTheConsumerTakesIt(t *testing.T) {
+	fb := &fakeBatcher{ready: make(chan struct{})}
+	r := newReplState(ReplConfig{Transport: fb})
+	m := NewMetrics(nil)
+	r.tr = newMeteredTransport(r.tr, m, &r.peerID, func(*transport.Message) {})
+	if err := r.batcher().StartBatch(func(ms []*transport.Message) bool {
+		for _, msg := range ms {
+			*msg = transport.Message{From: 0xdb, Payload: make([]byte, 1000)} // reused by a later batch
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fb.h([]*transport.Message{
+		{Kind: repl.KindEntries, From: 0xb, Payload: make([]byte, 10)},
+		{Kind: repl.KindAck, From: 0xb},
+	})
+	if v, want := promtest.ToFloat64(m.PeerReceivedBytes.WithLabelValues("b")), float64(2*envelopeBytes+10); v != want {
+		t.Fatalf("received bytes from b %v, want %v", v, want)
+	}
+	if n := promtest.CollectAndCount(m.PeerReceivedBytes); n != 1 {
+		t.Fatalf("received bytes in %d series, want 1 (the sender's)", n)
+	}
+}
