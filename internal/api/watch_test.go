@@ -174,15 +174,24 @@ func (f *fakeStream) Send(r *pb.WatchResponse) error {
 	}
 }
 
+// Recv counts itself in inRecv while it runs. It leaves the count before
+// it closes eof: a test that waited for eof and then for Watch to return
+// must find no Recv running, and Watch does not wait for its receive loop
+// once the stream's context is done.
 func (f *fakeStream) Recv() (*pb.WatchRequest, error) {
 	f.inRecv.Add(1)
-	defer f.inRecv.Add(-1)
+	r, err := f.recv()
+	f.inRecv.Add(-1)
+	if err == io.EOF && f.eof != nil {
+		f.eofOnce.Do(func() { close(f.eof) })
+	}
+	return r, err
+}
+
+func (f *fakeStream) recv() (*pb.WatchRequest, error) {
 	select {
 	case r, ok := <-f.reqs:
 		if !ok {
-			if f.eof != nil {
-				f.eofOnce.Do(func() { close(f.eof) })
-			}
 			return nil, io.EOF
 		}
 		return r, nil
