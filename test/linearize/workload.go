@@ -34,6 +34,11 @@ type Workload struct {
 	// Seed makes the choice of operations reproducible (values always
 	// differ between runs of Run only by client and sequence number).
 	Seed uint64
+	// Interval, when set, paces each client to at most one operation
+	// per Interval, so that the history's size, and with it porcupine's
+	// time, is bounded by the duration and not by how fast the store
+	// answers (the check's cost grows much faster than the history).
+	Interval time.Duration
 }
 
 // DefaultKeys returns n keys under "/linearize/".
@@ -78,14 +83,25 @@ func (w Workload) Run(ctx context.Context, rec *Recorder, firstClient int, d tim
 		id := firstClient + i
 		cli := w.Clients[i%len(w.Clients)]
 		rng := rand.New(rand.NewPCG(w.Seed, uint64(id)))
-		wg.Go(func() { runClient(ctx, deadline, rec, cli, id, keys, opTimeout, pause, rng) })
+		wg.Go(func() { runClient(ctx, deadline, rec, cli, id, keys, opTimeout, pause, w.Interval, rng) })
 	}
 	wg.Wait()
 }
 
-func runClient(ctx context.Context, deadline time.Time, rec *Recorder, cli *clientv3.Client, id int, keys []string, opTimeout, pause time.Duration, rng *rand.Rand) {
+func runClient(ctx context.Context, deadline time.Time, rec *Recorder, cli *clientv3.Client, id int, keys []string, opTimeout, pause, interval time.Duration, rng *rand.Rand) {
 	seen := make(map[string]int64) // key -> mod_revision last observed (0: absent)
+	next := time.Now()             // the earliest start of the next operation (interval)
 	for seq := 0; ctx.Err() == nil && time.Now().Before(deadline); seq++ {
+		if interval > 0 {
+			if wait := time.Until(next); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+			next = time.Now().Add(interval)
+		}
 		key := keys[rng.IntN(len(keys))]
 		val := fmt.Sprintf("c%d-%d", id, seq)
 		opCtx, cancel := context.WithTimeout(ctx, opTimeout)
