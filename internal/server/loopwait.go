@@ -90,12 +90,13 @@ func (l *loopWait) wait(now int64) error {
 func (l *loopWait) pollDue(now int64) bool { return now-l.took >= pollGap }
 
 // poll takes, without blocking, what the peer has sent since the last
-// Wait (a Wait with a zero timeout; one cgo call). A primary calls it
-// before it takes another batch while earlier ones await the replica's
-// ack: under load its proposals are never all taken, and before this it
-// left the ack in the transport until its queues ran dry, so each
-// batch's callers waited for the next batch's apply and flush as well.
-// An error is left to the next wait, which reports it.
+// Wait (a Wait with a zero timeout; one cgo call). The loop calls it in
+// two cases. A primary calls it before it takes another batch while
+// earlier ones await the replica's ack: under load its proposals are
+// never all taken, and without the poll the ack stayed in the transport
+// until its queues ran dry, so each batch's callers waited for the next
+// batch's apply and flush as well. Any loop calls it once pollDue says
+// so. An error is left to the next wait, which reports it.
 func (l *loopWait) poll(now int64) {
 	l.took = now
 	_, _ = l.w.Wait(0)
