@@ -92,7 +92,8 @@ first measures what a replicated write cannot cost less than on this
 machine: an append of a --value-size record plus fdatasync to a file
 preallocated in the work directory (--floor-samples of them), plus one DDS
 round trip of a --value-size message between two zones' namespaces laid out
-as dyad-pair's (dyad perf's ddsnet ping-pong, run by --dyad-bin), for every
+as dyad-pair's (dyad perf's ddsnet+ws+batch ping-pong, the path of the
+replication loop, run by --dyad-bin), for every
 zone layout of the run (the veth, and each delay through the shaper). The
 report's "Write floor" section gives the parts, floor = fdatasync p50 +
 round trip p50, and every put p50 and p99 at 1 client divided by the floor
