@@ -35,7 +35,7 @@ func benchCmd() *cobra.Command {
 		seed                                                                                        uint64
 		valueSize                                                                                   int
 		keep, noFloor                                                                               bool
-		floorSamples                                                                                int
+		floorSamples, rounds                                                                        int
 		tz                                                                                          twozone.Config
 		zoneDelays                                                                                  string
 		sc                                                                                          scale.Config
@@ -108,7 +108,10 @@ reported as "unsupported".
 scripts/bench.sh installs and builds everything, then runs this command.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := bench.Config{Duration: duration, OpCount: total, Warmup: warmup, Seed: seed, ValueSize: valueSize,
+			if rounds < 1 {
+				return fmt.Errorf("--rounds %d: must be at least 1", rounds)
+			}
+			cfg := bench.Config{Duration: duration, OpCount: total, Warmup: warmup, Seed: seed, ValueSize: valueSize, Rounds: rounds,
 				Progress: cmd.ErrOrStderr(), Command: "dyad " + strings.Join(os.Args[1:], " ")}
 			for _, t := range strings.Split(targets, ",") {
 				if t = strings.TrimSpace(t); t != "" {
@@ -224,6 +227,7 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.StringVar(&clients, "clients", "1,8,64,256", "Comma-separated numbers of concurrent clients; each operation runs once per number.")
 	fl.DurationVar(&duration, "duration", 5*time.Second, "Measured time per (target, operation, clients) cell.")
 	fl.Int64Var(&total, "total", 0, "Requests per cell instead of a duration (0: use --duration).")
+	fl.IntVar(&rounds, "rounds", 1, "Run the request matrix this many times, the targets taking turns within each round (each started afresh), and pool each cell's rounds: latencies over every request, throughput over all measured time, each round's throughput kept in results.json. On a busy or shared machine the ratios then rest on more than one run of each system. The other profiles (failover, delay, replication, ...) run once, in the last round.")
 	fl.DurationVar(&warmup, "warmup", time.Second, "Unmeasured warm-up before each cell.")
 	fl.StringVar(&ops, "ops", "all", "Comma-separated operations (overrides --profile): "+strings.Join(opNames(), ", ")+", or all (the raw ones).")
 	fl.StringVar(&profile, "profile", "all", "Comma-separated workload profiles: raw (etcd benchmark-style puts and ranges), k8s (apiserver-shaped requests), phases (the study's steady state and pod burst), or all; and replication, failover, load, contrast, delay or two-zone (see above).")

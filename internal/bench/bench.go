@@ -50,6 +50,13 @@ type Config struct {
 	// in the report, not a failed run.
 	Floor     func(ctx context.Context, rep *report.Report, progress func(desc string, frac float64)) error
 	FloorTime time.Duration
+	// Rounds is how many times the matrix runs (0 or 1: once). The
+	// targets take turns within each round, each started afresh, so that
+	// a drift of the machine (its disk's write-back, another tenant)
+	// falls on every system rather than on whichever ran then; each
+	// cell's rounds are pooled (workload.Pool). Extra runs once per
+	// target, in the last round.
+	Rounds int
 	// CellGrace is how long a cell of the matrix may run beyond its
 	// warm-up and duration before it is given up (default 3 min: the
 	// prefill on the slowest target). A target that died mid-run would
@@ -87,6 +94,9 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	if slices.ContainsFunc(cfg.Targets, func(t string) bool { return strings.HasPrefix(t, "kine") }) {
 		rep.Notes = append(rep.Notes, "kine's LeaseGrant stores nothing (it answers with the TTL as the lease ID), so its lease-grant figures, and dyad's ratios against them, measure a no-op.")
 	}
+	if r := cfg.rounds(); r > 1 && len(cfg.Ops) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Each cell of the request tables ran %d times, the targets taking turns within each round, each round on a freshly started target. A cell's latencies pool the requests of every round and its throughput is every request over all measured time; results.json keeps each round's throughput (rounds_ops_per_s). The other benchmarks ran once, in the last round.", r))
+	}
 	if slices.Contains(cfg.Targets, "kine-sqlite") {
 		rep.Notes = append(rep.Notes, "kine over SQLite runs with kine's default DSN (WAL, synchronous=NORMAL): its commits are not fsynced, unlike dyad, etcd and PostgreSQL.")
 	}
@@ -94,6 +104,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	// The bar counts expected milliseconds, so that its estimate of the
 	// time left holds although the two-zone benchmarks take minutes where
 	// a cell of the matrix takes seconds.
+	rounds := cfg.rounds()
 	weights := make([]targetWeight, len(targets))
 	floorWeight := int64(0)
 	if cfg.Floor != nil {
@@ -124,28 +135,44 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		_ = bar.Set64(floorWeight)
 	}
 	done := floorWeight // weight of the parts finished
-	for i, t := range targets {
-		if ctx.Err() != nil {
-			break
-		}
-		w := weights[i]
-		cur := w.cell // weight of the cell under way
-		tr := runTarget(ctx, cfg, t, rep, func(desc string) { bar.Describe(desc) },
-			func(extra bool) {
-				if cur = w.cell; extra {
-					cur = w.extra
+	runs := make([][]report.Target, len(targets))
+rounds:
+	for round := 1; round <= rounds; round++ {
+		last := round == rounds
+		for i, t := range targets {
+			if ctx.Err() != nil {
+				break rounds
+			}
+			if n := len(runs[i]); n > 0 && runs[i][n-1].Error != "" {
+				continue // failed in an earlier round: its error stands
+			}
+			w := weights[i]
+			start := done
+			cur := w.cell // weight of the cell under way
+			tr := runTarget(ctx, cfg, t, rep, last, func(desc string) {
+				if rounds > 1 {
+					desc = fmt.Sprintf("round %d/%d: %s", round, rounds, desc)
 				}
+				bar.Describe(desc)
 			},
-			func(frac float64) { _ = bar.Set64(done + int64(frac*float64(cur))) },
-			func() { done += cur })
-		rep.Targets = append(rep.Targets, tr)
-		done = floorWeight
-		for _, w := range weights[:i+1] {
-			done += w.total()
+				func(extra bool) {
+					if cur = w.cell; extra {
+						cur = w.extra
+					}
+				},
+				func(frac float64) { _ = bar.Set64(done + int64(frac*float64(cur))) },
+				func() { done += cur })
+			runs[i] = append(runs[i], tr)
+			done = start + w.cells/int64(rounds)*w.cell
+			if last {
+				done += w.extra
+			}
+			_ = bar.Set64(done)
 		}
-		_ = bar.Set64(done)
-		if ctx.Err() != nil {
-			break
+	}
+	for i := range targets {
+		if len(runs[i]) > 0 {
+			rep.Targets = append(rep.Targets, poolTarget(runs[i]))
 		}
 	}
 	_ = bar.Finish()
@@ -196,7 +223,7 @@ func (cfg Config) weight(t target.Target) targetWeight {
 	if cfg.OpCount > 0 || cell <= 0 {
 		cell = time.Second.Milliseconds() // a count of requests: unknown length
 	}
-	w := targetWeight{cells: int64(len(cfg.Ops) * len(cfg.Clients)), cell: cell}
+	w := targetWeight{cells: int64(len(cfg.Ops) * len(cfg.Clients) * cfg.rounds()), cell: cell}
 	if cfg.Extra != nil {
 		w.extra = cell
 		if cfg.ExtraTime != nil {
@@ -208,9 +235,48 @@ func (cfg Config) weight(t target.Target) targetWeight {
 	return w
 }
 
-// runTarget starts t, runs the matrix and stops t. begin says whether the
-// next cell is the Extra, progress how far the cell is, next that it ended.
-func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Report,
+// rounds is Config.Rounds with its default.
+func (cfg Config) rounds() int { return max(cfg.Rounds, 1) }
+
+// poolTarget is one target's rounds as one: each cell's results pooled
+// (workload.Pool), in the order of the first round, and the first error
+// (its round named when there were several).
+func poolTarget(runs []report.Target) report.Target {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	out := report.Target{Name: runs[0].Name}
+	type cell struct {
+		op      workload.Op
+		clients int
+	}
+	var order []cell
+	byCell := map[cell][]workload.Result{}
+	for k, tr := range runs {
+		if tr.Version != "" {
+			out.Version = tr.Version
+		}
+		if out.Error == "" && tr.Error != "" {
+			out.Error = fmt.Sprintf("round %d: %s", k+1, tr.Error)
+		}
+		for _, r := range tr.Results {
+			c := cell{r.Op, r.Clients}
+			if _, ok := byCell[c]; !ok {
+				order = append(order, c)
+			}
+			byCell[c] = append(byCell[c], r)
+		}
+	}
+	for _, c := range order {
+		out.Results = append(out.Results, workload.Pool(byCell[c]))
+	}
+	return out
+}
+
+// runTarget starts t, runs the matrix and stops t; with extra, it runs
+// Config.Extra too. begin says whether the next cell is the Extra,
+// progress how far the cell is, next that it ended.
+func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Report, extra bool,
 	describe func(string), begin func(extra bool), progress func(float64), next func()) report.Target {
 	tr := report.Target{Name: t.Name()}
 	describe(t.Name() + ": starting")
@@ -249,7 +315,7 @@ func runTarget(ctx context.Context, cfg Config, t target.Target, rep *report.Rep
 			tr.Results = append(tr.Results, res)
 		}
 	}
-	if cfg.Extra != nil {
+	if cfg.Extra != nil && extra {
 		describe(t.Name() + ": extra benchmarks")
 		begin(true)
 		err := cfg.Extra(ctx, t, eps, rep, func(desc string, frac float64) {

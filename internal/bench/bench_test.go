@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -37,6 +38,8 @@ func TestWeight(t *testing.T) {
 		{"extra with an estimate", Config{Ops: ops, Clients: []int{1}, Duration: time.Second, Extra: extra,
 			ExtraTime: func(target.Target) time.Duration { return 5 * time.Minute }},
 			targetWeight{cells: 2, cell: 1000, extra: 300_000}},
+		{"three rounds", Config{Ops: ops, Clients: []int{1}, Duration: time.Second, Rounds: 3, Extra: extra},
+			targetWeight{cells: 6, cell: 1000, extra: 1000}},
 	}
 	for _, tt := range tests {
 		got := tt.cfg.weight(nil)
@@ -69,7 +72,7 @@ func TestDeadTargetEndsTheCell(t *testing.T) {
 		Duration: 100 * time.Millisecond, CellGrace: time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tr := runTarget(ctx, cfg, deadTarget{ep}, &report.Report{}, func(string) {}, func(bool) {}, func(float64) {}, func() {})
+	tr := runTarget(ctx, cfg, deadTarget{ep}, &report.Report{}, true, func(string) {}, func(bool) {}, func(float64) {}, func() {})
 	if ctx.Err() != nil {
 		t.Fatal("the cell held the bench past a minute")
 	}
@@ -126,5 +129,64 @@ func TestFloorRunsFirst(t *testing.T) {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("summary lacks %q:\n%s", s, md)
 		}
+	}
+}
+
+// The Extra runs only when runTarget is told to (the last round).
+func TestExtraRunsInTheLastRoundOnly(t *testing.T) {
+	for _, last := range []bool{false, true} {
+		ran := false
+		cfg := Config{Clients: []int{1}, Extra: func(context.Context, target.Target, []string, *report.Report, func(string, float64)) error {
+			ran = true
+			return nil
+		}}
+		tr := runTarget(context.Background(), cfg, deadTarget{"127.0.0.1:1"}, &report.Report{}, last,
+			func(string) {}, func(bool) {}, func(float64) {}, func() {})
+		if ran != last || tr.Error != "" {
+			t.Errorf("last round %v: Extra ran %v (error %q)", last, ran, tr.Error)
+		}
+	}
+}
+
+// poolTarget reads a target's rounds as one: each cell pooled, in the
+// first round's order, and the first error with its round.
+func TestPoolTarget(t *testing.T) {
+	res := func(op workload.Op, clients int, ops int64) workload.Result {
+		return workload.Result{Op: op, Clients: clients, Ops: ops, Elapsed: 1, Throughput: float64(ops)}
+	}
+	tests := []struct {
+		name    string
+		runs    []report.Target
+		err     string
+		cells   []string // op/clients: ops, in order
+		perCell [][]float64
+	}{
+		{"one round as it is", []report.Target{{Name: "x", Results: []workload.Result{res(workload.Put, 1, 10)}}},
+			"", []string{"put/1: 10"}, [][]float64{nil}},
+		{"two rounds", []report.Target{
+			{Name: "x", Results: []workload.Result{res(workload.Put, 1, 10), res(workload.Put, 64, 100)}},
+			{Name: "x", Results: []workload.Result{res(workload.Put, 1, 30), res(workload.Put, 64, 300)}}},
+			"", []string{"put/1: 40", "put/64: 400"}, [][]float64{{10, 30}, {100, 300}}},
+		{"the second round failed half-way", []report.Target{
+			{Name: "x", Results: []workload.Result{res(workload.Put, 1, 10), res(workload.Put, 64, 100)}},
+			{Name: "x", Error: "put with 64 clients: gone", Results: []workload.Result{res(workload.Put, 1, 30)}}},
+			"round 2: put with 64 clients: gone", []string{"put/1: 40", "put/64: 100"}, [][]float64{{10, 30}, nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := poolTarget(tt.runs)
+			if got.Error != tt.err || got.Name != "x" {
+				t.Errorf("target %q error %q, want x and %q", got.Name, got.Error, tt.err)
+			}
+			var cells []string
+			var per [][]float64
+			for _, r := range got.Results {
+				cells = append(cells, fmt.Sprintf("%s/%d: %d", r.Op, r.Clients, r.Ops))
+				per = append(per, r.RoundsOpsPerS)
+			}
+			if fmt.Sprint(cells) != fmt.Sprint(tt.cells) || fmt.Sprint(per) != fmt.Sprint(tt.perCell) {
+				t.Errorf("cells %v rounds %v, want %v and %v", cells, per, tt.cells, tt.perCell)
+			}
+		})
 	}
 }

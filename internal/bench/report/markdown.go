@@ -3,9 +3,11 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/dyad-db/dyad/internal/bench/target"
+	"github.com/dyad-db/dyad/internal/bench/workload"
 )
 
 // Markdown writes the summary.
@@ -76,7 +78,7 @@ func (r *Report) Markdown(w io.Writer) error {
 			if res.Errors > 0 {
 				errs += " (" + OneLine(res.FirstError) + ")"
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s |", res.Op, res.Clients, res.Throughput,
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |", res.Op, res.Clients, fmtThroughput(res),
 				fmtUS(res.P50US), fmtUS(res.P90US), fmtUS(res.P99US), fmtUS(res.P999US), errs)
 			if dy {
 				for _, rt := range r.Ratios(t.Name, res) {
@@ -98,4 +100,14 @@ func (r *Report) Markdown(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// fmtThroughput is a cell's ops/s, with the range of its rounds' when it
+// pools several (dyad bench --rounds): "7686 (6903–8177)".
+func fmtThroughput(res workload.Result) string {
+	out := fmt.Sprintf("%.0f", res.Throughput)
+	if rs := res.RoundsOpsPerS; len(rs) > 1 {
+		out += fmt.Sprintf(" (%.0f–%.0f)", slices.Min(rs), slices.Max(rs))
+	}
+	return out
 }

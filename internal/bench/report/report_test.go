@@ -80,3 +80,23 @@ func TestHeadline(t *testing.T) {
 		}
 	}
 }
+
+// A cell that pools rounds shows their throughput's range beside the
+// pooled figure; a single run shows the figure alone.
+func TestMarkdownRoundsRange(t *testing.T) {
+	r := sample()
+	pooled := res(workload.Put, 64, 7000, 800, 2000)
+	pooled.RoundsOpsPerS = []float64{7400, 6100, 7600}
+	r.Targets[0].Results = append(r.Targets[0].Results, pooled)
+	var b strings.Builder
+	if err := r.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	if !strings.Contains(md, "| put | 64 | 7000 (6100–7600) | 800 µs |") {
+		t.Errorf("the pooled cell lacks its rounds' range:\n%s", md)
+	}
+	if !strings.Contains(md, "| put | 1 | 200 | 500 µs |") {
+		t.Errorf("a single run's cell is not shown alone:\n%s", md)
+	}
+}

@@ -73,6 +73,56 @@ type Result struct {
 	MaxUS  float64 `json:"max_us"`
 	// Hist is the merged latency histogram (µs), for CDF plots.
 	Hist *hdrhistogram.Snapshot `json:"hist,omitempty"`
+	// RoundsOpsPerS is each round's throughput when the result pools
+	// several rounds of the cell (Pool); empty for a single run.
+	RoundsOpsPerS []float64 `json:"rounds_ops_per_s,omitempty"`
+}
+
+// Pool combines several runs of one cell (the rounds of `dyad bench
+// --rounds`) into one result, as if they were one run: the latencies of
+// every request of every round, and the throughput of all requests over
+// all measured time. Each round's throughput stays in RoundsOpsPerS. A
+// round that found the operation unsupported makes the pool so. rs must
+// all be of one operation and client count; one result is returned as
+// it is.
+func Pool(rs []Result) Result {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	out := Result{}
+	merged := hdrhistogram.New(histMinUS, histMaxUS, histSig)
+	for i, r := range rs {
+		if i == 0 {
+			out.Op, out.Clients = r.Op, r.Clients
+		}
+		if r.Unsupported != "" {
+			return Result{Op: r.Op, Clients: r.Clients, Unsupported: r.Unsupported}
+		}
+		out.Ops += r.Ops
+		out.Errors += r.Errors
+		out.Conflicts += r.Conflicts
+		out.Elapsed += r.Elapsed
+		if out.FirstError == "" {
+			out.FirstError = r.FirstError
+		}
+		out.RoundsOpsPerS = append(out.RoundsOpsPerS, r.Throughput)
+		if h := r.Histogram(); h != nil {
+			merged.Merge(h)
+		}
+	}
+	if out.Elapsed > 0 {
+		out.Throughput = float64(out.Ops) / out.Elapsed
+	}
+	if merged.TotalCount() > 0 {
+		out.MeanUS = merged.Mean()
+		out.P50US = float64(merged.ValueAtQuantile(50))
+		out.P90US = float64(merged.ValueAtQuantile(90))
+		out.P99US = float64(merged.ValueAtQuantile(99))
+		out.P999US = float64(merged.ValueAtQuantile(99.9))
+		out.MaxUS = float64(merged.Max())
+		out.Hist = merged.Export()
+	}
+	return out
 }
 
 // Histogram rebuilds the latency histogram of a result (nil if none).
