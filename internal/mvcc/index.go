@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"unsafe"
 
 	"github.com/google/btree"
 )
@@ -113,17 +114,28 @@ func (ki *keyIndex) isEmpty() bool { return len(ki.gens) == 1 && ki.gens[0].empt
 
 // index maps keys to their keyIndex. Not safe for concurrent use by itself;
 // Store.mu guards it.
+//
+// The tree orders the keys for ranges; byKey finds one key without the
+// tree's walk (every Put looks its key up, and a btree lookup compares the
+// key with a dozen others, each behind two pointers: about a sixteenth of a
+// node's CPU under 64 writers). Invariant: both hold exactly the same
+// keyIndexes, added in create and dropped in compact. byKey's keys share
+// the bytes of keyIndex.key (unsafe.String), which create copies and
+// nothing ever changes.
 type index struct {
-	tree *btree.BTreeG[*keyIndex]
+	tree  *btree.BTreeG[*keyIndex]
+	byKey map[string]*keyIndex
 }
 
 func newIndex() *index {
-	return &index{tree: btree.NewG(32, func(a, b *keyIndex) bool { return bytes.Compare(a.key, b.key) < 0 })}
+	return &index{
+		tree:  btree.NewG(32, func(a, b *keyIndex) bool { return bytes.Compare(a.key, b.key) < 0 }),
+		byKey: make(map[string]*keyIndex),
+	}
 }
 
 func (x *index) get(key []byte) *keyIndex {
-	ki, _ := x.tree.Get(&keyIndex{key: key})
-	return ki
+	return x.byKey[string(key)] // the conversion in a map index does not allocate
 }
 
 func (x *index) getOrCreate(key []byte) *keyIndex {
@@ -137,6 +149,7 @@ func (x *index) getOrCreate(key []byte) *keyIndex {
 func (x *index) create(key []byte) *keyIndex {
 	ki := &keyIndex{key: append([]byte(nil), key...), gens: []generation{{}}}
 	x.tree.ReplaceOrInsert(ki)
+	x.byKey[unsafe.String(unsafe.SliceData(ki.key), len(ki.key))] = ki
 	return ki
 }
 
@@ -170,6 +183,7 @@ func (x *index) compact(atRev int64) map[Revision]struct{} {
 	})
 	for _, ki := range drop {
 		x.tree.Delete(ki)
+		delete(x.byKey, string(ki.key))
 	}
 	return keep
 }

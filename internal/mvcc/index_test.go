@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 )
@@ -82,6 +83,75 @@ func TestKeyIndexCompactAndKeep(t *testing.T) {
 			}
 			if got := gensString(ki); got != tt.gens {
 				t.Errorf("compact(%d) left %s, want %s", tt.at, got, tt.gens)
+			}
+		})
+	}
+}
+
+// The index's point lookups (byKey) and its ordered tree hold the same
+// keys through creates and compactions: a key compacted away is gone from
+// both, and a key created again is found again.
+func TestIndexLookupsFollowTheTree(t *testing.T) {
+	type step struct {
+		put, del string // key to put or delete at the next revision ("": none)
+		compact  bool
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		want  []string // keys the index holds at the end, in order
+	}{
+		{"puts", []step{{put: "b"}, {put: "a"}, {put: "c"}, {put: "a"}}, []string{"a", "b", "c"}},
+		{"deleted and compacted", []step{{put: "a"}, {put: "b"}, {del: "a"}, {compact: true}}, []string{"b"}},
+		{"deleted, not compacted", []step{{put: "a"}, {put: "b"}, {del: "a"}}, []string{"a", "b"}},
+		{"compacted, then back", []step{{put: "a"}, {del: "a"}, {compact: true}, {put: "a"}}, []string{"a"}},
+		{"empty key space", []step{{put: "a"}, {del: "a"}, {put: "b"}, {del: "b"}, {compact: true}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newIndex()
+			rev := int64(1)
+			for _, s := range tc.steps {
+				rev++
+				switch {
+				case s.put != "":
+					x.getOrCreate([]byte(s.put)).put(Revision{Main: rev})
+				case s.del != "":
+					ki := x.get([]byte(s.del))
+					if ki == nil {
+						t.Fatalf("delete %q: not in the index", s.del)
+					}
+					ki.tombstone(Revision{Main: rev})
+				case s.compact:
+					x.compact(rev)
+				}
+			}
+			var inTree []string
+			x.tree.Ascend(func(ki *keyIndex) bool {
+				inTree = append(inTree, string(ki.key))
+				return true
+			})
+			if fmt.Sprint(inTree) != fmt.Sprint(tc.want) {
+				t.Fatalf("tree holds %q, want %q", inTree, tc.want)
+			}
+			if len(x.byKey) != len(inTree) {
+				t.Fatalf("byKey holds %d keys, the tree %d", len(x.byKey), len(inTree))
+			}
+			for _, k := range inTree {
+				ki := x.get([]byte(k))
+				if ki == nil || string(ki.key) != k {
+					t.Fatalf("get(%q) = %v, want the tree's keyIndex", k, ki)
+				}
+				var inOrder *keyIndex
+				x.ascend([]byte(k), []byte(k+"\x00"), func(ki *keyIndex) bool { inOrder = ki; return false })
+				if inOrder != ki {
+					t.Fatalf("get(%q) and the tree disagree", k)
+				}
+			}
+			for _, k := range []string{"a", "b", "c"} {
+				if !slices.Contains(inTree, k) && x.get([]byte(k)) != nil {
+					t.Fatalf("get(%q) finds a key the tree does not hold", k)
+				}
 			}
 		})
 	}

@@ -357,7 +357,7 @@ drain:
 	results := make([]applyResult, 0, len(batch))
 	var events []mvccpb.Event
 	var jobs []compactJob
-	var entries []repl.Entry
+	entries := make([]repl.Entry, 0, len(batch))
 	merged := false
 	idx := s.appliedIdx
 	epoch, solo := repl.Epoch{}, false

@@ -11,9 +11,10 @@ import (
 func indexKey(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
 
 // Append stores e in the log. The caller appends in index order, inside the
-// transaction that applies e.
+// transaction that applies e. The key and the encoding are fresh, so they
+// are handed over (storage.PutOwned), not copied again.
 func Append(tx storage.WriteTx, e *repl.Entry) error {
-	return tx.Put(storage.BucketLog, indexKey(e.Index), repl.AppendEntry(nil, e))
+	return storage.PutOwned(tx, storage.BucketLog, indexKey(e.Index), repl.AppendEntry(nil, e))
 }
 
 // Bounds returns the first and last index in the log (0, 0 when empty).
