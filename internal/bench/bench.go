@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -145,6 +146,22 @@ rounds:
 			}
 			if n := len(runs[i]); n > 0 && runs[i][n-1].Error != "" {
 				continue // failed in an earlier round: its error stands
+			}
+			if round > 1 {
+				// A fresh instance in a directory of its own: the
+				// previous round's data and ports stay behind it.
+				env := cfg.Env
+				env.WorkDir = filepath.Join(cfg.Env.WorkDir, fmt.Sprintf("round%d", round))
+				err := os.MkdirAll(env.WorkDir, 0o755)
+				var nt target.Target
+				if err == nil {
+					nt, err = target.New(t.Name(), env)
+				}
+				if err != nil {
+					runs[i] = append(runs[i], report.Target{Name: t.Name(), Error: err.Error()})
+					continue
+				}
+				t = nt
 			}
 			w := weights[i]
 			start := done
