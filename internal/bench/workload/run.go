@@ -114,15 +114,20 @@ func Pool(rs []Result) Result {
 		out.Throughput = float64(out.Ops) / out.Elapsed
 	}
 	if merged.TotalCount() > 0 {
-		out.MeanUS = merged.Mean()
-		out.P50US = float64(merged.ValueAtQuantile(50))
-		out.P90US = float64(merged.ValueAtQuantile(90))
-		out.P99US = float64(merged.ValueAtQuantile(99))
-		out.P999US = float64(merged.ValueAtQuantile(99.9))
-		out.MaxUS = float64(merged.Max())
-		out.Hist = merged.Export()
+		out.setLatencies(merged)
 	}
 	return out
+}
+
+// setLatencies sets r's latency figures and histogram from h.
+func (r *Result) setLatencies(h *hdrhistogram.Histogram) {
+	r.MeanUS = h.Mean()
+	r.P50US = float64(h.ValueAtQuantile(50))
+	r.P90US = float64(h.ValueAtQuantile(90))
+	r.P99US = float64(h.ValueAtQuantile(99))
+	r.P999US = float64(h.ValueAtQuantile(99.9))
+	r.MaxUS = float64(h.Max())
+	r.Hist = h.Export()
 }
 
 // Histogram rebuilds the latency histogram of a result (nil if none).
@@ -372,13 +377,7 @@ func measure(ctx context.Context, clients []*client, spec Spec, res Result) (Res
 		}
 		return res, fmt.Errorf("%s: no request completed", spec.Op)
 	}
-	res.MeanUS = merged.Mean()
-	res.P50US = float64(merged.ValueAtQuantile(50))
-	res.P90US = float64(merged.ValueAtQuantile(90))
-	res.P99US = float64(merged.ValueAtQuantile(99))
-	res.P999US = float64(merged.ValueAtQuantile(99.9))
-	res.MaxUS = float64(merged.Max())
-	res.Hist = merged.Export()
+	res.setLatencies(merged)
 	return res, nil
 }
 
