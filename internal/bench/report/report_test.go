@@ -44,11 +44,7 @@ func TestRatios(t *testing.T) {
 // TestMarkdownUnsupported checks an unsupported cell reads "unsupported" in
 // the baseline's table and gives "—" ratios in dyad's, never a zero.
 func TestMarkdownUnsupported(t *testing.T) {
-	var b strings.Builder
-	if err := sample().Markdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
+	md := markdownOf(t, sample())
 	if !strings.Contains(md, "| range-s | 1 | unsupported |") {
 		t.Errorf("kine-pg's range-s is not shown as unsupported:\n%s", md)
 	}
@@ -88,15 +84,21 @@ func TestMarkdownRoundsRange(t *testing.T) {
 	pooled := res(workload.Put, 64, 7000, 800, 2000)
 	pooled.RoundsOpsPerS = []float64{7400, 6100, 7600}
 	r.Targets[0].Results = append(r.Targets[0].Results, pooled)
-	var b strings.Builder
-	if err := r.Markdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
+	md := markdownOf(t, r)
 	if !strings.Contains(md, "| put | 64 | 7000 (6100–7600) | 800 µs |") {
 		t.Errorf("the pooled cell lacks its rounds' range:\n%s", md)
 	}
 	if !strings.Contains(md, "| put | 1 | 200 | 500 µs |") {
 		t.Errorf("a single run's cell is not shown alone:\n%s", md)
 	}
+}
+
+// markdownOf renders r's Markdown report.
+func markdownOf(t *testing.T, r *Report) string {
+	t.Helper()
+	var b strings.Builder
+	if err := r.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

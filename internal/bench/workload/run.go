@@ -89,12 +89,9 @@ func Pool(rs []Result) Result {
 	if len(rs) == 1 {
 		return rs[0]
 	}
-	out := Result{}
+	out := Result{Op: rs[0].Op, Clients: rs[0].Clients}
 	merged := hdrhistogram.New(histMinUS, histMaxUS, histSig)
-	for i, r := range rs {
-		if i == 0 {
-			out.Op, out.Clients = r.Op, r.Clients
-		}
+	for _, r := range rs {
 		if r.Unsupported != "" {
 			return Result{Op: r.Op, Clients: r.Clients, Unsupported: r.Unsupported}
 		}
