@@ -161,6 +161,10 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 			}
 			if len(extras) > 0 {
 				cfg.Extra, cfg.ExtraTime = chainExtras(extras)
+				// The scale profile pools its rounds (median of each
+				// figure); the two-zone benchmarks run once, so with
+				// them the extras keep to the last round.
+				cfg.ExtraEachRound = zb == nil
 			}
 			if dyadBin == "" {
 				if dyadBin, err = os.Executable(); err != nil {
@@ -227,7 +231,7 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.StringVar(&clients, "clients", "1,8,64,256", "Comma-separated numbers of concurrent clients; each operation runs once per number.")
 	fl.DurationVar(&duration, "duration", 5*time.Second, "Measured time per (target, operation, clients) cell.")
 	fl.Int64Var(&total, "total", 0, "Requests per cell instead of a duration (0: use --duration).")
-	fl.IntVar(&rounds, "rounds", 1, "Run the request matrix this many times, the targets taking turns within each round (each started afresh), and pool each cell's rounds: latencies over every request, throughput over all measured time, each round's throughput kept in results.json. On a busy or shared machine the ratios then rest on more than one run of each system. The other profiles (failover, delay, replication, ...) run once, in the last round.")
+	fl.IntVar(&rounds, "rounds", 1, "Run the request matrix this many times, the targets taking turns within each round (each started afresh), and pool each cell's rounds: latencies over every request, throughput over all measured time, each round's throughput kept in results.json. On a busy or shared machine the ratios then rest on more than one run of each system. The scale profile alone (no two-zone profile beside it) runs in every round too, on a freshly loaded target, and shows each figure's median; the two-zone profiles (failover, delay, replication, ...) run once, in the last round.")
 	fl.DurationVar(&warmup, "warmup", time.Second, "Unmeasured warm-up before each cell.")
 	fl.StringVar(&ops, "ops", "all", "Comma-separated operations (overrides --profile): "+strings.Join(opNames(), ", ")+", or all (the raw ones).")
 	fl.StringVar(&profile, "profile", "all", "Comma-separated workload profiles: raw (etcd benchmark-style puts and ranges), k8s (apiserver-shaped requests), phases (the study's steady state and pod burst), or all; and replication, failover, load, contrast, delay or two-zone (see above).")

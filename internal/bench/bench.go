@@ -56,8 +56,13 @@ type Config struct {
 	// a drift of the machine (its disk's write-back, another tenant)
 	// falls on every system rather than on whichever ran then; each
 	// cell's rounds are pooled (workload.Pool). Extra runs once per
-	// target, in the last round.
+	// target, in the last round, unless ExtraEachRound.
 	Rounds int
+	// ExtraEachRound runs Extra in every round, after the target's
+	// matrix, so that its figures too rest on turns taken by every
+	// target; Extra keeps and pools its rounds itself (the scale
+	// profile).
+	ExtraEachRound bool
 	// CellGrace is how long a cell of the matrix may run beyond its
 	// warm-up and duration before it is given up (default 3 min: the
 	// prefill on the slowest target). A target that died mid-run would
@@ -96,7 +101,11 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		rep.Notes = append(rep.Notes, "kine's LeaseGrant stores nothing (it answers with the TTL as the lease ID), so its lease-grant figures, and dyad's ratios against them, measure a no-op.")
 	}
 	if r := cfg.rounds(); r > 1 && len(cfg.Ops) > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("Each cell of the request tables ran %d times, the targets taking turns within each round, each round on a freshly started target. A cell's latencies pool the requests of every round and its throughput is every request over all measured time; results.json keeps each round's throughput (rounds_ops_per_s). The other benchmarks ran once, in the last round.", r))
+		others := "The other benchmarks ran once, in the last round."
+		if cfg.ExtraEachRound {
+			others = "The other benchmarks ran in every round too."
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Each cell of the request tables ran %d times, the targets taking turns within each round, each round on a freshly started target. A cell's latencies pool the requests of every round and its throughput is every request over all measured time; results.json keeps each round's throughput (rounds_ops_per_s). %s", r, others))
 	}
 	if slices.Contains(cfg.Targets, "kine-sqlite") {
 		rep.Notes = append(rep.Notes, "kine over SQLite runs with kine's default DSN (WAL, synchronous=NORMAL): its commits are not fsynced, unlike dyad, etcd and PostgreSQL.")
@@ -139,7 +148,6 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	runs := make([][]report.Target, len(targets))
 rounds:
 	for round := 1; round <= rounds; round++ {
-		last := round == rounds
 		for i, t := range targets {
 			if ctx.Err() != nil {
 				break rounds
@@ -166,7 +174,8 @@ rounds:
 			w := weights[i]
 			start := done
 			cur := w.cell // weight of the cell under way
-			tr := runTarget(ctx, cfg, t, rep, last, func(desc string) {
+			extra := cfg.extraIn(round)
+			tr := runTarget(ctx, cfg, t, rep, extra, func(desc string) {
 				if rounds > 1 {
 					desc = fmt.Sprintf("round %d/%d: %s", round, rounds, desc)
 				}
@@ -181,7 +190,7 @@ rounds:
 				func() { done += cur })
 			runs[i] = append(runs[i], tr)
 			done = start + w.cells/int64(rounds)*w.cell
-			if last {
+			if extra {
 				done += w.extra
 			}
 			_ = bar.Set64(done)
@@ -230,9 +239,10 @@ func (cfg Config) cellContext(ctx context.Context) (context.Context, context.Can
 // milliseconds: cells of the matrix, and the Extra.
 type targetWeight struct {
 	cells, cell, extra int64
+	extraRounds        int64 // rounds the Extra runs in
 }
 
-func (w targetWeight) total() int64 { return w.cells*w.cell + w.extra }
+func (w targetWeight) total() int64 { return w.cells*w.cell + w.extraRounds*w.extra }
 
 // weight is t's share of the progress bar.
 func (cfg Config) weight(t target.Target) targetWeight {
@@ -242,7 +252,10 @@ func (cfg Config) weight(t target.Target) targetWeight {
 	}
 	w := targetWeight{cells: int64(len(cfg.Ops) * len(cfg.Clients) * cfg.rounds()), cell: cell}
 	if cfg.Extra != nil {
-		w.extra = cell
+		w.extra, w.extraRounds = cell, 1
+		if cfg.ExtraEachRound {
+			w.extraRounds = int64(cfg.rounds())
+		}
 		if cfg.ExtraTime != nil {
 			if d := cfg.ExtraTime(t); d > 0 {
 				w.extra = d.Milliseconds()
@@ -254,6 +267,10 @@ func (cfg Config) weight(t target.Target) targetWeight {
 
 // rounds is Config.Rounds with its default.
 func (cfg Config) rounds() int { return max(cfg.Rounds, 1) }
+
+// extraIn reports whether Extra runs in round (from 1): the last one, or
+// every one with ExtraEachRound.
+func (cfg Config) extraIn(round int) bool { return round == cfg.rounds() || cfg.ExtraEachRound }
 
 // poolTarget is one target's rounds as one: each cell's results pooled
 // (workload.Pool), in the order of the first round, and the first error

@@ -34,12 +34,14 @@ func TestWeight(t *testing.T) {
 		{"a count of requests", Config{Ops: ops, Clients: []int{1}, OpCount: 1000},
 			targetWeight{cells: 2, cell: 1000}},
 		{"extra without an estimate", Config{Ops: ops, Clients: []int{1}, Duration: time.Second, Extra: extra},
-			targetWeight{cells: 2, cell: 1000, extra: 1000}},
+			targetWeight{cells: 2, cell: 1000, extra: 1000, extraRounds: 1}},
 		{"extra with an estimate", Config{Ops: ops, Clients: []int{1}, Duration: time.Second, Extra: extra,
 			ExtraTime: func(target.Target) time.Duration { return 5 * time.Minute }},
-			targetWeight{cells: 2, cell: 1000, extra: 300_000}},
+			targetWeight{cells: 2, cell: 1000, extra: 300_000, extraRounds: 1}},
 		{"three rounds", Config{Ops: ops, Clients: []int{1}, Duration: time.Second, Rounds: 3, Extra: extra},
-			targetWeight{cells: 6, cell: 1000, extra: 1000}},
+			targetWeight{cells: 6, cell: 1000, extra: 1000, extraRounds: 1}},
+		{"three rounds, the extra in each", Config{Ops: ops, Clients: []int{1}, Duration: time.Second, Rounds: 3, Extra: extra, ExtraEachRound: true},
+			targetWeight{cells: 6, cell: 1000, extra: 1000, extraRounds: 3}},
 	}
 	for _, tt := range tests {
 		got := tt.cfg.weight(nil)
@@ -132,8 +134,8 @@ func TestFloorRunsFirst(t *testing.T) {
 	}
 }
 
-// The Extra runs only when runTarget is told to (the last round).
-func TestExtraRunsInTheLastRoundOnly(t *testing.T) {
+// The Extra runs only when runTarget is told to (Config.extraIn).
+func TestRunTargetRunsTheExtraWhenTold(t *testing.T) {
 	for _, last := range []bool{false, true} {
 		ran := false
 		cfg := Config{Clients: []int{1}, Extra: func(context.Context, target.Target, []string, *report.Report, func(string, float64)) error {
@@ -143,7 +145,30 @@ func TestExtraRunsInTheLastRoundOnly(t *testing.T) {
 		tr := runTarget(context.Background(), cfg, deadTarget{"127.0.0.1:1"}, &report.Report{}, last,
 			func(string) {}, func(bool) {}, func(float64) {}, func() {})
 		if ran != last || tr.Error != "" {
-			t.Errorf("last round %v: Extra ran %v (error %q)", last, ran, tr.Error)
+			t.Errorf("told %v: Extra ran %v (error %q)", last, ran, tr.Error)
+		}
+	}
+}
+
+// The Extra runs in the last round only, or in every round with
+// ExtraEachRound.
+func TestExtraIn(t *testing.T) {
+	tests := []struct {
+		rounds int
+		each   bool
+		want   []bool // by round, from 1
+	}{
+		{rounds: 0, want: []bool{true}},
+		{rounds: 1, want: []bool{true}},
+		{rounds: 3, want: []bool{false, false, true}},
+		{rounds: 3, each: true, want: []bool{true, true, true}},
+	}
+	for _, tt := range tests {
+		cfg := Config{Rounds: tt.rounds, ExtraEachRound: tt.each}
+		for i, want := range tt.want {
+			if got := cfg.extraIn(i + 1); got != want {
+				t.Errorf("rounds %d, each round %v: extraIn(%d) = %v, want %v", tt.rounds, tt.each, i+1, got, want)
+			}
 		}
 	}
 }

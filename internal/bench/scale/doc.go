@@ -10,18 +10,21 @@
 //   - single-get latency: linearizable Gets of random objects, one client;
 //   - put rate and watch lag under many watchers (1,000 by default, as many
 //     on each of the objects' 100 namespaces), in two phases under the same
-//     watchers. Closed-loop: the writers put as fast as the target
-//     acknowledges (the put rate under the watchers); the lag of each event
-//     is the time from the write's acknowledgement to its delivery on a
-//     watcher (0 if delivered first). A faster target thus has its lag
-//     measured under more events per second, decoded by the bench's own
-//     watchers on the same cores. Paced: puts issued open-loop at a fixed
-//     total rate (--scale-watch-rate, 1,000/s), each at its due time
-//     whatever became of the ones before, so every target's lag is
-//     measured at the same load; the lag is measured from each put's send
-//     (it includes the write's own latency, as etcd's `benchmark
-//     watch-latency` measures it), and, for the fan-out alone, from its
-//     acknowledgement;
+//     watchers. In both, the lag of each event is measured from its put's
+//     send (what a client sees between its write and the watchers' event:
+//     it includes the write's own latency, as etcd's `benchmark
+//     watch-latency` measures it), and, for the fan-out alone, from the
+//     put's acknowledgement to its delivery on a watcher (0 if delivered
+//     first). Each timed put's value carries its phase's mark and its
+//     sequence number, so a watcher finds its send time even when the
+//     event arrives before the acknowledgement. Closed-loop: the writers
+//     put as fast as the target acknowledges (the put rate under the
+//     watchers); a faster target thus has its lag measured under more
+//     events per second, decoded by the bench's own watchers on the same
+//     cores. Paced: puts issued open-loop at a fixed total rate
+//     (--scale-watch-rate, 1,000/s), each at its due time whatever became
+//     of the ones before, so every target's lag is measured at the same
+//     load;
 //   - put latency alone and during a LIST storm: listers read the whole
 //     prefix in pages (limit 500, later pages at the first page's
 //     revision, as the apiserver paginates) while writers update objects.

@@ -76,20 +76,26 @@ func pace(ctx context.Context, c clock, s schedule, issue func(i int64)) int64 {
 	return i
 }
 
-// pacedMark starts the value of every paced put: the watchers tell a paced
-// event from a closed-loop one by it and read the put's sequence number
-// after it. Closed-loop values are all 'p', so they never start with it.
-const pacedMark = '#'
+// The marks that start the value of a put the watchers time: after it
+// comes the put's sequence number within its phase, so that a watcher
+// finds the put's send time whenever its event arrives (before the
+// acknowledgement too). Other values are all 'p', so they never start with
+// either.
+const (
+	pacedMark  = '#' // a put of the paced phase
+	closedMark = '@' // a put of the closed-loop phase under the watchers
+)
 
-// seqDigits is the width of the sequence number after pacedMark.
+// seqDigits is the width of the sequence number after the mark.
 const seqDigits = 15
 
-// pacedValue is the value of paced put seq: pacedMark, the sequence number
-// in seqDigits decimal digits, then the fill of fill (the object's usual
-// value) up to len(fill), so a paced object is as large as any other.
-func pacedValue(seq int64, fill string) string {
+// seqValue is the value of put seq of the phase marked mark: the mark, the
+// sequence number in seqDigits decimal digits, then the fill of fill (the
+// object's usual value) up to len(fill), so a timed object is as large as
+// any other.
+func seqValue(mark byte, seq int64, fill string) string {
 	b := make([]byte, 0, max(len(fill), 1+seqDigits))
-	b = append(b, pacedMark)
+	b = append(b, mark)
 	s := strconv.FormatInt(seq, 10)
 	for range seqDigits - len(s) {
 		b = append(b, '0')
@@ -101,17 +107,17 @@ func pacedValue(seq int64, fill string) string {
 	return string(b)
 }
 
-// pacedSeq reads the sequence number of a paced put's value; ok is false
-// for any other value.
-func pacedSeq(v []byte) (seq int64, ok bool) {
-	if len(v) < 1+seqDigits || v[0] != pacedMark {
-		return 0, false
+// seqOf reads the mark and sequence number of a timed put's value; ok is
+// false for any other value.
+func seqOf(v []byte) (mark byte, seq int64, ok bool) {
+	if len(v) < 1+seqDigits || (v[0] != pacedMark && v[0] != closedMark) {
+		return 0, 0, false
 	}
 	n, err := strconv.ParseInt(string(v[1:1+seqDigits]), 10, 64)
 	if err != nil || n < 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return n, true
+	return v[0], n, true
 }
 
 // maxInFlight bounds the paced puts awaiting their acknowledgement. A
@@ -124,6 +130,13 @@ const maxInFlight = 1024
 // the phase's end, plus one for the rounding.
 func pacedCap(c Config) int {
 	return int(float64(c.WatchRate)*c.Duration.Seconds()) + 2
+}
+
+// closedCap is how many closed-loop puts under the watchers are timed
+// from their send: more than any target acknowledges in cfg.Duration
+// (100,000 puts/s), 8 bytes each.
+func closedCap(c Config) int {
+	return int(100_000*c.Duration.Seconds()) + c.Writers
 }
 
 // paced issues puts of random objects open-loop at cfg.WatchRate per
@@ -145,7 +158,7 @@ func (b *bench) paced(ctx context.Context, ws *watchSet, row *Row, prog func(flo
 		if i >= int64(len(ws.sends)) {
 			return // cannot happen: pacedCap counts every due put
 		}
-		k, v := b.key(rng.IntN(b.cfg.Objects)), pacedValue(i, b.value)
+		k, v := b.key(rng.IntN(b.cfg.Objects)), seqValue(pacedMark, i, b.value)
 		select {
 		case sem <- struct{}{}:
 		default:

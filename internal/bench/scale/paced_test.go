@@ -96,29 +96,32 @@ func TestPacedCap(t *testing.T) {
 	}
 }
 
-// TestPacedValue: a paced value carries its sequence number, keeps the
-// object's size, and no closed-loop value reads as paced.
-func TestPacedValue(t *testing.T) {
+// TestSeqValue: a timed value carries its phase's mark and its sequence
+// number, keeps the object's size, and no untimed value reads as timed.
+func TestSeqValue(t *testing.T) {
 	fill := strings.Repeat("p", 64)
 	for _, tc := range []struct {
 		name   string
 		value  string
+		mark   byte
 		seq    int64
-		paced  bool
+		timed  bool
 		length int
 	}{
-		{name: "first", value: pacedValue(0, fill), seq: 0, paced: true, length: 64},
-		{name: "later", value: pacedValue(4321, fill), seq: 4321, paced: true, length: 64},
-		{name: "widest", value: pacedValue(999999999999999, fill), seq: 999999999999999, paced: true, length: 64},
-		{name: "fill shorter than the mark", value: pacedValue(5, "pp"), seq: 5, paced: true, length: 1 + seqDigits},
-		{name: "closed-loop value", value: fill, length: 64},
+		{name: "first", value: seqValue(pacedMark, 0, fill), mark: pacedMark, seq: 0, timed: true, length: 64},
+		{name: "later", value: seqValue(pacedMark, 4321, fill), mark: pacedMark, seq: 4321, timed: true, length: 64},
+		{name: "closed-loop", value: seqValue(closedMark, 77, fill), mark: closedMark, seq: 77, timed: true, length: 64},
+		{name: "widest", value: seqValue(pacedMark, 999999999999999, fill), mark: pacedMark, seq: 999999999999999, timed: true, length: 64},
+		{name: "fill shorter than the mark", value: seqValue(closedMark, 5, "pp"), mark: closedMark, seq: 5, timed: true, length: 1 + seqDigits},
+		{name: "untimed value", value: fill, length: 64},
 		{name: "marked, not a number", value: "#abcdefghijklmnopq", length: 18},
-		{name: "too short", value: "#12", length: 3},
+		{name: "another mark", value: "%000000000000001ppp", length: 19},
+		{name: "too short", value: "@12", length: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			seq, ok := pacedSeq([]byte(tc.value))
-			if ok != tc.paced || seq != tc.seq {
-				t.Errorf("pacedSeq(%.20q) = %d, %v; want %d, %v", tc.value, seq, ok, tc.seq, tc.paced)
+			mark, seq, ok := seqOf([]byte(tc.value))
+			if ok != tc.timed || seq != tc.seq || mark != tc.mark {
+				t.Errorf("seqOf(%.20q) = %q, %d, %v; want %q, %d, %v", tc.value, mark, seq, ok, tc.mark, tc.seq, tc.timed)
 			}
 			if len(tc.value) != tc.length {
 				t.Errorf("len = %d, want %d", len(tc.value), tc.length)

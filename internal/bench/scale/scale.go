@@ -65,7 +65,10 @@ func (c Config) Expected() time.Duration {
 
 // Row is one target's figures.
 type Row struct {
-	Target  string        `json:"target"`
+	Target string `json:"target"`
+	// Round is the round of the bench the row was measured in, from 1
+	// (Bench.Run: one row per target and round).
+	Round   int           `json:"round"`
 	Version string        `json:"version"`
 	Objects int           `json:"objects"`
 	Load    time.Duration `json:"load_ns"`
@@ -78,7 +81,11 @@ type Row struct {
 	// lister, PutRateWatched with the watchers open.
 	PutRate        float64 `json:"put_rate"`
 	PutRateWatched float64 `json:"put_rate_watched"`
-	WatchLag       Dist    `json:"watch_lag"`
+	// WatchLag is the closed-loop phase's watch lag from each put's
+	// acknowledgement (0 if the event came first), WatchLagSend from its
+	// send.
+	WatchLag     Dist `json:"watch_lag"`
+	WatchLagSend Dist `json:"watch_lag_send"`
 	// Missed counts events a watcher never delivered before the phase
 	// ended.
 	Missed int64 `json:"missed"`
@@ -299,9 +306,11 @@ func (b *bench) gets(ctx context.Context, row *Row, prog func(float64)) error {
 	return nil
 }
 
-// writers runs cfg.Writers putters of random objects until stop, calling
-// acked after each acknowledgement, and returns their latencies.
-func (b *bench) writers(ctx context.Context, stop <-chan struct{}, acked func(rev int64, at time.Time)) ([]time.Duration, error) {
+// writers runs cfg.Writers putters of random objects until stop and
+// returns their latencies. With ws (the closed-loop phase under the
+// watchers), each put's value carries its sequence number, whose send
+// time ws keeps, and ws learns each acknowledgement.
+func (b *bench) writers(ctx context.Context, stop <-chan struct{}, ws *watchSet) ([]time.Duration, error) {
 	var mu sync.Mutex
 	var all []time.Duration
 	g, gctx := errgroup.WithContext(ctx)
@@ -318,12 +327,18 @@ func (b *bench) writers(ctx context.Context, stop <-chan struct{}, acked func(re
 					return gctx.Err()
 				default:
 				}
+				k, v := b.key(rng.IntN(b.cfg.Objects)), b.value
 				t0 := time.Now()
-				k := b.key(rng.IntN(b.cfg.Objects))
+				if ws != nil {
+					if seq := ws.closedSeq.Add(1) - 1; seq < int64(len(ws.closedSends)) {
+						v = seqValue(closedMark, seq, b.value)
+						ws.closedSends[seq].Store(t0.UnixNano())
+					}
+				}
 				var r *clientv3.PutResponse
 				err := b.retryPut(gctx, func(ctx context.Context) error {
 					var err error
-					r, err = b.cli.Put(ctx, k, b.value)
+					r, err = b.cli.Put(ctx, k, v)
 					return err
 				})
 				if err != nil {
@@ -331,8 +346,8 @@ func (b *bench) writers(ctx context.Context, stop <-chan struct{}, acked func(re
 				}
 				now := time.Now()
 				lat = append(lat, now.Sub(t0))
-				if acked != nil {
-					acked(r.Header.Revision, now)
+				if ws != nil {
+					ws.acks.Store(r.Header.Revision, now)
 				}
 			}
 		})
@@ -405,7 +420,8 @@ func (b *bench) watched(ctx context.Context, row *Row, prog func(float64)) error
 		}
 	}
 	ws.close() // the watchers merge their figures as they end
-	row.WatchLag, row.PacedLag, row.PacedLagAck = ws.lag(lagClosed), ws.lag(lagPaced), ws.lag(lagPacedAck)
+	row.WatchLag, row.WatchLagSend = ws.lag(lagClosed), ws.lag(lagClosedSend)
+	row.PacedLag, row.PacedLagAck = ws.lag(lagPaced), ws.lag(lagPacedAck)
 	return nil
 }
 
@@ -416,29 +432,34 @@ const (
 	nPhases
 )
 
-// The lags the watchers record, as indexes of watchSet.lags: the
-// closed-loop phase's from the acknowledgement, the paced phase's from
-// the send (its figure) and from the acknowledgement (the fan-out alone,
+// The lags the watchers record, as indexes of watchSet.lags: each phase's
+// from the put's send (the lag a client sees between its write and the
+// watchers' event) and from its acknowledgement (the fan-out alone,
 // without the write's own latency).
 const (
-	lagClosed = iota
+	lagClosed     = iota // from the acknowledgement
+	lagClosedSend        // from the send
 	lagPaced
 	lagPacedAck
 	nLags
 )
 
 // watchSet is the watchers of the watched phases and what they measured.
-// Each watcher tells the phase of an event by its value (pacedSeq) and
-// records its lag: for a closed-loop event, from the write's
-// acknowledgement (acks; 0 if the event came first), for a paced one, from
-// the put's send (sends, stored before the put is sent, so always there)
-// and from its acknowledgement (pacedAcks).
+// Each watcher tells the phase of an event by its value (seqOf) and
+// records its lags from the put's send (closedSends, sends: stored before
+// the put is sent, so always there) and from its acknowledgement (acks,
+// pacedAcks; 0 if the event came first).
 type watchSet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the watchers
 	clis   []*clientv3.Client
-	acks   sync.Map       // closed-loop: revision → ack time
-	sends  []atomic.Int64 // paced: sequence → send time (Unix ns)
+	acks   sync.Map // closed-loop: revision → ack time
+	// closedSends: closed-loop sequence → send time (Unix ns); closedSeq
+	// numbers the closed-loop puts (those beyond closedSends' length go
+	// untimed from the send).
+	closedSends []atomic.Int64
+	closedSeq   atomic.Int64
+	sends       []atomic.Int64 // paced: sequence → send time (Unix ns)
 	// pacedAcks: sequence → ack time (Unix ns), 0 until acknowledged.
 	pacedAcks []atomic.Int64
 
@@ -460,6 +481,7 @@ func (b *bench) openWatchers(ctx context.Context) (*watchSet, error) {
 	for l := range nLags {
 		ws.lags[l] = newLagHist()
 	}
+	ws.closedSends = make([]atomic.Int64, closedCap(b.cfg))
 	if b.cfg.WatchRate > 0 {
 		ws.sends = make([]atomic.Int64, pacedCap(b.cfg))
 		ws.pacedAcks = make([]atomic.Int64, pacedCap(b.cfg))
@@ -517,7 +539,8 @@ func (ws *watchSet) watch(wch clientv3.WatchChan, ready chan<- struct{}) {
 		now := time.Now()
 		since := func(at int64) int64 { return max((now.UnixNano()-at)/1e3, 1) } // µs, 1 if at is later
 		for _, ev := range resp.Events {
-			if seq, ok := pacedSeq(ev.Kv.Value); ok && seq < int64(len(ws.sends)) {
+			mark, seq, timed := seqOf(ev.Kv.Value)
+			if timed && mark == pacedMark && seq < int64(len(ws.sends)) {
 				_ = mine[lagPaced].RecordValue(since(ws.sends[seq].Load()))
 				ack := int64(1)
 				if at := ws.pacedAcks[seq].Load(); at != 0 {
@@ -532,6 +555,9 @@ func (ws *watchSet) watch(wch clientv3.WatchChan, ready chan<- struct{}) {
 				lag = since(at.(time.Time).UnixNano())
 			}
 			_ = mine[lagClosed].RecordValue(lag)
+			if timed && mark == closedMark && seq < int64(len(ws.closedSends)) {
+				_ = mine[lagClosedSend].RecordValue(since(ws.closedSends[seq].Load()))
+			}
 			ws.delivered[phaseClosed].Add(1)
 		}
 	}
@@ -583,14 +609,13 @@ func (ws *watchSet) lag(l int) Dist {
 func (b *bench) closedLoop(ctx context.Context, ws *watchSet, row *Row, prog func(float64)) error {
 	stop, wait := timed(ctx, b.cfg.Duration, prog)
 	start := time.Now()
-	var puts atomic.Int64
-	lat, err := b.writers(ctx, stop, func(rev int64, at time.Time) { ws.acks.Store(rev, at); puts.Add(1) })
+	lat, err := b.writers(ctx, stop, ws)
 	wait()
 	if err != nil {
 		return err
 	}
 	row.PutRateWatched = float64(len(lat)) / time.Since(start).Seconds()
-	if row.Missed, err = b.drain(ctx, ws, phaseClosed, puts.Load()); err != nil {
+	if row.Missed, err = b.drain(ctx, ws, phaseClosed, int64(len(lat))); err != nil {
 		return err
 	}
 	return nil

@@ -92,3 +92,38 @@ func TestRetryPutAfterTimeout(t *testing.T) {
 		t.Errorf("section lacks %q:\n%s", want, md.String())
 	}
 }
+
+// TestSectionRounds: a target measured in several rounds shows the median
+// of the rounds that did not fail with their range, the ratio compares
+// medians, and a failed round is named by its number.
+func TestSectionRounds(t *testing.T) {
+	r := &Result{Config: Config{Objects: 1000, ObjectSize: 2048, Watchers: 10, Writers: 2, Listers: 1, PageSize: 500, Duration: time.Second}, Rows: []Row{
+		{Target: "dyad", Round: 1, Serve: 9 * time.Second, PutRate: 300},
+		{Target: "etcd-1", Round: 1, Serve: 4 * time.Second, PutRate: 100},
+		{Target: "dyad", Round: 2, Serve: 1 * time.Second, PutRate: 500},
+		{Target: "etcd-1", Round: 2, Err: "load: no leader"},
+		{Target: "dyad", Round: 3, Serve: 2 * time.Second, PutRate: 400},
+		{Target: "etcd-1", Round: 3, Serve: 2 * time.Second, PutRate: 200},
+	}}
+	var b strings.Builder
+	if err := r.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"| figure | dyad | etcd-1 | dyad ÷ etcd-1 | dyad-pair ÷ etcd-3 |",
+		// dyad: median of 9, 1, 2 s; etcd-1: of 4 and 2 s (round 2
+		// failed), the lower middle of an even count.
+		"| time to serve after restart | 2.00 s (1.00 s–9.00 s) | 2.00 s (2.00 s–4.00 s) | 1.00× | — |",
+		"| put rate, no watcher | 400/s (300/s–500/s) | 100/s (100/s–200/s) | 4.00× | — |",
+		"every figure is the median of a target's rounds",
+		"etcd-1 (round 2) failed: load: no leader",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "failed |") {
+		t.Errorf("a target with a round that did not fail is shown as failed:\n%s", md)
+	}
+}

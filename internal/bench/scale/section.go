@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,7 +32,9 @@ func (b *Bench) Expected(t target.Target) time.Duration {
 	return b.Config.Expected()
 }
 
-// Run measures t if the profile applies to it and adds its row.
+// Run measures t if the profile applies to it and adds its row. Called
+// once per round (bench.Config.ExtraEachRound), it adds one row per round,
+// numbered from 1.
 func (b *Bench) Run(ctx context.Context, t target.Target, eps []string, rep *report.Report, progress func(string, float64)) error {
 	if !Applies(t) {
 		return nil
@@ -49,6 +52,7 @@ func (b *Bench) Run(ctx context.Context, t target.Target, eps []string, rep *rep
 	cfg := b.Config
 	cfg.Progress = progress
 	row, err := Run(ctx, t, eps, cfg)
+	row.Round = 1 + len(b.result.rounds(t.Name()))
 	b.result.Rows = append(b.result.Rows, row)
 	return err
 }
@@ -58,13 +62,48 @@ func (*Result) Title() string { return "At scale" }
 // baselines pairs each dyad target with the etcd it is compared with.
 var baselines = map[string]string{"dyad": "etcd-1", "dyad-pair": "etcd-3"}
 
-func (r *Result) find(name string) (Row, bool) {
+// rounds is every row of the target name, in the order measured.
+func (r *Result) rounds(name string) []Row {
+	var out []Row
 	for _, row := range r.Rows {
-		if row.Target == name && row.Err == "" {
-			return row, true
+		if row.Target == name {
+			out = append(out, row)
 		}
 	}
-	return Row{}, false
+	return out
+}
+
+// find is the rows of the target name that did not fail (false: none).
+func (r *Result) find(name string) ([]Row, bool) {
+	var ok []Row
+	for _, row := range r.rounds(name) {
+		if row.Err == "" {
+			ok = append(ok, row)
+		}
+	}
+	return ok, len(ok) > 0
+}
+
+// targets is the targets of the rows, in the order of their first row.
+func (r *Result) targets() []string {
+	var out []string
+	for _, row := range r.Rows {
+		if !slices.Contains(out, row.Target) {
+			out = append(out, row.Target)
+		}
+	}
+	return out
+}
+
+// pooled is a figure over a target's rounds: its median (the lower
+// middle value of an even count), its smallest and its largest.
+func pooled(rows []Row, value func(Row) float64) (med, lo, hi float64) {
+	vs := make([]float64, len(rows))
+	for i, row := range rows {
+		vs[i] = value(row)
+	}
+	slices.Sort(vs)
+	return vs[(len(vs)-1)/2], vs[0], vs[len(vs)-1]
 }
 
 // Kinds of figure.
@@ -88,9 +127,12 @@ var figures = []struct {
 	{"put rate, no watcher", func(r Row) float64 { return r.PutRate }, perSecond},
 	{"put rate under the watchers", func(r Row) float64 { return r.PutRateWatched }, perSecond},
 	{"watch events delivered", func(r Row) float64 { return float64(r.WatchLag.N) }, count},
-	{"watch lag p50", func(r Row) float64 { return r.WatchLag.P50.Seconds() }, seconds},
-	{"watch lag p99", func(r Row) float64 { return r.WatchLag.P99.Seconds() }, seconds},
-	{"watch lag max", func(r Row) float64 { return r.WatchLag.Max.Seconds() }, seconds},
+	{"watch lag p50", func(r Row) float64 { return r.WatchLagSend.P50.Seconds() }, seconds},
+	{"watch lag p99", func(r Row) float64 { return r.WatchLagSend.P99.Seconds() }, seconds},
+	{"watch lag max", func(r Row) float64 { return r.WatchLagSend.Max.Seconds() }, seconds},
+	{"watch lag p50 from the ack", func(r Row) float64 { return r.WatchLag.P50.Seconds() }, seconds},
+	{"watch lag p99 from the ack", func(r Row) float64 { return r.WatchLag.P99.Seconds() }, seconds},
+	{"watch lag max from the ack", func(r Row) float64 { return r.WatchLag.Max.Seconds() }, seconds},
 	{"paced: puts acknowledged", func(r Row) float64 { return r.PacedPutRate }, perSecond},
 	{"paced: put p50", func(r Row) float64 { return r.PacedPut.P50.Seconds() }, seconds},
 	{"paced: put p99", func(r Row) float64 { return r.PacedPut.P99.Seconds() }, seconds},
@@ -133,40 +175,58 @@ func (r *Result) Markdown(w io.Writer) error {
 	c := r.Config
 	fmt.Fprintf(&b, "%d pod-shaped objects of %d bytes on each target; %s per phase; %d writers updating random objects; %d watchers, as many on each of the objects' 100 namespaces (16 watch streams); %d listers reading it all in pages of %d. Time to serve: every process stopped with SIGTERM and started again, until a linearizable read and a write both succeed. ",
 		c.Objects, c.ObjectSize, c.Duration, c.Writers, c.Watchers, c.Listers, c.PageSize)
-	b.WriteString("Under the watchers, two phases: closed-loop (the writers as fast as the target acknowledges; the watch lag from each write's acknowledgement, 0 if delivered first) ")
+	b.WriteString("Under the watchers, two phases, each giving the watch lag from each put's send (what a client sees between its write and the watchers' event) and, for the fan-out alone, from its acknowledgement (0 if delivered first): closed-loop (the writers as fast as the target acknowledges, so a faster target is timed at a higher load) ")
 	if c.WatchRate > 0 {
-		fmt.Fprintf(&b, "and paced (%d puts/s issued open-loop, whatever the target's speed, so every target's lag is measured at the same load; the lag from each put's send, and, for the fan-out alone, from its acknowledgement). ", c.WatchRate)
+		fmt.Fprintf(&b, "and paced (%d puts/s issued open-loop, whatever the target's speed, so every target's lag is measured at the same load). ", c.WatchRate)
 	} else {
 		b.WriteString("and paced (skipped: no rate given). ")
 	}
-	b.WriteString("Ratios are dyad ÷ etcd-1 and dyad-pair ÷ etcd-3 (below 1 is better for times, above 1 for rates).\n\n")
-	var cols []string
-	for _, row := range r.Rows {
-		cols = append(cols, row.Target)
+	cols := r.targets()
+	many := slices.ContainsFunc(cols, func(name string) bool { return len(r.rounds(name)) > 1 })
+	if many {
+		b.WriteString("The targets took turns over several rounds, each on a freshly started and loaded target: every figure is the median of a target's rounds that did not fail, with the smallest and largest in brackets, and each ratio compares medians. ")
 	}
+	b.WriteString("Ratios are dyad ÷ etcd-1 and dyad-pair ÷ etcd-3 (below 1 is better for times, above 1 for rates).\n\n")
 	b.WriteString("| figure | " + strings.Join(cols, " | ") + " | dyad ÷ etcd-1 | dyad-pair ÷ etcd-3 |\n|---|")
 	b.WriteString(strings.Repeat("--:|", len(cols)+2) + "\n")
 	for _, f := range figures {
 		fmt.Fprintf(&b, "| %s |", f.name)
-		for _, row := range r.Rows {
-			if row.Err != "" {
+		for _, name := range cols {
+			rows, ok := r.find(name)
+			if !ok {
 				b.WriteString(" failed |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s |", fmtFigure(f.value(row), f.kind))
+			med, lo, hi := pooled(rows, f.value)
+			if len(rows) > 1 {
+				fmt.Fprintf(&b, " %s (%s–%s) |", fmtFigure(med, f.kind), fmtFigure(lo, f.kind), fmtFigure(hi, f.kind))
+				continue
+			}
+			fmt.Fprintf(&b, " %s |", fmtFigure(med, f.kind))
 		}
 		for _, d := range []string{"dyad", "dyad-pair"} {
 			dr, ok1 := r.find(d)
 			br, ok2 := r.find(baselines[d])
-			if !ok1 || !ok2 || f.value(br) == 0 {
+			if !ok1 || !ok2 {
 				b.WriteString(" — |")
 				continue
 			}
-			fmt.Fprintf(&b, " %.2f× |", f.value(dr)/f.value(br))
+			dm, _, _ := pooled(dr, f.value)
+			bm, _, _ := pooled(br, f.value)
+			if bm == 0 {
+				b.WriteString(" — |")
+				continue
+			}
+			fmt.Fprintf(&b, " %.2f× |", dm/bm)
 		}
 		b.WriteString("\n")
 	}
 	for _, row := range r.Rows {
+		name := row.Target
+		if len(r.rounds(name)) > 1 {
+			name = fmt.Sprintf("%s (round %d)", name, row.Round)
+		}
+		row.Target = name
 		if row.Retries > 0 {
 			fmt.Fprintf(&b, "\n%s: %d requests retried after a transient error (no leader, unavailable", row.Target, row.Retries)
 			if row.TimedOut > 0 {
