@@ -58,6 +58,7 @@ type serveFlags struct {
 	unsafeNoFsync       bool
 	batchInterval       time.Duration
 	batchLimit          int
+	journalMax          int64
 	shutdownGrace       time.Duration
 	printDDSConfig      bool
 	enablePprof         bool
@@ -124,6 +125,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *serveFlags) {
 	fl.MarkDeprecated("experimental-watch-progress-notify-interval", "use --watch-progress-notify-interval")
 	fl.DurationVar(&f.batchInterval, "backend-batch-interval", storage.DefaultBatchInterval, "Longest time a write waits, already durable in the journal (member/dyad-wal), before the data file commits it in the background, as etcd's flag of that name. A start replays what the data file lacks from the journal.")
 	fl.IntVar(&f.batchLimit, "backend-batch-limit", storage.DefaultBatchLimit, "Most puts and deletes the data file holds uncommitted before it commits them, as etcd's flag of that name.")
+	fl.Int64Var(&f.journalMax, "experimental-journal-max-bytes", 0, "Size of the journal (member/dyad-wal) past which the node commits the data file and starts a new journal (0: 64 MiB). For tests that want that switch often; there is no reason to change it in production.")
 	fl.BoolVar(&f.unsafeNoFsync, "unsafe-no-fsync", false, "Disable fsync. Loses acknowledged writes on power loss: for benchmarks of upper layers only.")
 	fl.BoolVar(&f.printDDSConfig, "print-dds-config", false, "Print the Cyclone DDS XML configuration these flags give the pair's replication (the same text the node passes to Cyclone), and exit without opening the data dir or any socket. Needs a two-member --initial-cluster.")
 	fl.BoolVar(&f.enablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines, and sampled mutex and block contention) under /debug/pprof/ on the client, client HTTP and metrics URLs, as etcd does. Off by default: a profile shows the process's internals and costs CPU while it runs, so enable it only where those listeners are trusted.")
@@ -315,6 +317,7 @@ func runServe(parent context.Context, fl *pflag.FlagSet, f *serveFlags, out io.W
 	cfg.UnsafeNoFsync = f.unsafeNoFsync
 	cfg.BackendBatchInterval = f.batchInterval
 	cfg.BackendBatchLimit = f.batchLimit
+	cfg.JournalMaxBytes = f.journalMax
 	cfg.Logger = log
 	cfg.Metrics = server.NewMetrics(reg)
 

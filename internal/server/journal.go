@@ -256,6 +256,7 @@ func (s *Server) boundJournal(last uint64) error {
 		if err := j.Reset(last); err != nil {
 			return err
 		}
+		s.m.JournalSwitches.Inc()
 	}
 	return nil
 }

@@ -31,6 +31,9 @@ type Metrics struct {
 	// stream's buffer was full) and went to catch up from history; etcd
 	// shows the same condition as etcd_debugging_mvcc_slow_watcher_total.
 	WatchUnsynced prometheus.Counter
+	// JournalSwitches counts the journals started because the last one
+	// outgrew its bound (boundJournal).
+	JournalSwitches prometheus.Counter
 
 	// Two-zone replication.
 	Role           prometheus.Gauge
@@ -91,6 +94,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ProposalsFailed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "etcd_server_proposals_failed_total", Help: "The total number of failed proposals seen."}),
 		ProposalsPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_server_proposals_pending", Help: "The current number of pending proposals to commit."}),
 		FsyncDuration:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcd_disk_wal_fsync_duration_seconds", Help: "The latency distributions of fsync called by WAL (dyad: the journal's, one per group commit).", Buckets: durBuckets}),
+		JournalSwitches:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dyad_journal_switches_total", Help: "Journals (member/dyad-wal) started because the last one outgrew its bound: each commits the data file inline on the write path."}),
 		CommitDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcd_disk_backend_commit_duration_seconds", Help: "The latency distributions of commit called by backend.", Buckets: durBuckets}),
 		DBSize:           prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_db_total_size_in_bytes", Help: "Total size of the underlying database physically allocated in bytes."}),
 		DBSizeInUse:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcd_mvcc_db_total_size_in_use_in_bytes", Help: "Total size of the underlying database logically in use in bytes."}),
@@ -145,7 +149,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.PeerRoundTrip, m.PeerSentBytes, m.PeerReceivedBytes, m.PeerSentFailures, m.Refused, m.ProtocolMismatch, m.PeerProtocol)
 		reg.MustRegister(m.HasLeader, m.IsLeader, m.LeaderChanges, m.ProposalsApplied, m.ProposalsFailed,
 			m.ProposalsPending, m.FsyncDuration, m.CommitDuration, m.DBSize, m.DBSizeInUse, m.QuotaBytes,
-			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize, m.WatchUnsynced)
+			m.Keys, m.Revision, m.CompactRevision, m.Puts, m.Deletes, m.Txns, m.Ranges, m.Leases, m.BatchSize, m.WatchUnsynced, m.JournalSwitches)
 	}
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	etcdwal "go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
@@ -59,6 +60,70 @@ type Journal struct {
 	rs   []raftpb.Entry
 
 	fault atomic.Pointer[func() error] // see InjectFault
+
+	// sweep hands the sweeper goroutine the directories Reset moved
+	// aside, which it deletes; swept is closed once it has ended. The
+	// Journal owns the sweeper: Open starts it, Close stops it and
+	// waits for it.
+	sweep chan string
+	swept chan struct{}
+}
+
+// asideSuffix starts the name of a journal directory Reset moved aside,
+// after the journal's own name: <dir>.old-<n>.
+const asideSuffix = ".old-"
+
+// start starts the sweeper.
+func (j *Journal) start() {
+	j.sweep, j.swept = make(chan string, 4), make(chan struct{})
+	go func() { // owned: Close waits for swept
+		defer close(j.swept)
+		for dir := range j.sweep {
+			// A failure leaves the directory for the next Open.
+			_ = j.removeDir(dir)
+		}
+	}()
+}
+
+// removeAside deletes the directories of journals moved aside that a
+// crash or a stop left behind.
+func (j *Journal) removeAside() error {
+	olds, err := filepath.Glob(j.dir + asideSuffix + "*")
+	if err != nil {
+		return err
+	}
+	for _, o := range olds {
+		if err := j.removeDir(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeDir deletes the files of the journal directory dir, makes that
+// durable, then deletes dir: a crash never finds the directory's removal
+// durable and the removal of its files not. Nothing needs the removal
+// itself durable: a directory a crash brings back is removed again by
+// the next Open.
+func (j *Journal) removeDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if !j.opts.NoSync {
+		if err := fsutil.SyncDir(dir); err != nil {
+			return err
+		}
+	}
+	return os.Remove(dir)
 }
 
 // InjectFault is for tests: while f returns an error, every Append fails
@@ -77,10 +142,14 @@ func (j *Journal) InjectFault(f func() error) {
 // is cut off (it was never reported durable).
 func Open(dir string, opts Options) (*Journal, []repl.Entry, error) {
 	j := &Journal{dir: dir, opts: opts}
+	if err := j.removeAside(); err != nil {
+		return nil, nil, err
+	}
 	if !etcdwal.Exist(dir) {
 		if err := j.create(); err != nil {
 			return nil, nil, err
 		}
+		j.start()
 		return j, nil, nil
 	}
 	w, st, ents, err := openAll(dir)
@@ -109,6 +178,7 @@ func Open(dir string, opts Options) (*Journal, []repl.Entry, error) {
 	if len(out) > 0 {
 		j.last = out[len(out)-1].Index
 	}
+	j.start()
 	return j, out, nil
 }
 
@@ -238,6 +308,15 @@ func (j *Journal) AppendCommit(es []repl.Entry, commit uint64) error {
 // Reset throws the journal away and starts an empty one, whose first
 // entry will be after+1. Call it only when everything the journal holds is
 // in a durable commit of the data file (see the package doc).
+//
+// The old journal's directory is renamed aside (<dir>.old-<n>) and the
+// sweeper deletes it, off the caller's path: deleting its 64 MB segments
+// and syncing the directory took about 27 ms on a 2-core test machine,
+// and the server resets its journal inline on the write path every
+// 64 MB. Whatever a crash leaves of the rename, the journal found at
+// <dir> holds nothing the data file lacks, or is the new one: create
+// syncs the parent directory, which holds both names, before the first
+// append.
 func (j *Journal) Reset(after uint64) error {
 	if j.w != nil {
 		if err := j.w.Close(); err != nil {
@@ -245,7 +324,7 @@ func (j *Journal) Reset(after uint64) error {
 		}
 		j.w = nil
 	}
-	if err := j.remove(); err != nil {
+	if err := j.moveAside(); err != nil {
 		return err
 	}
 	if err := j.create(); err != nil {
@@ -255,32 +334,32 @@ func (j *Journal) Reset(after uint64) error {
 	return nil
 }
 
-// remove deletes the journal's files, makes that durable, then deletes
-// its directory: a crash never finds the directory's removal durable and
-// the removal of its files not.
-func (j *Journal) remove() error {
-	ents, err := os.ReadDir(j.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+// moveAside renames the journal's directory aside and hands it to the
+// sweeper (or deletes it at once when the sweeper is busy or stopped).
+func (j *Journal) moveAside() error {
+	old := fmt.Sprintf("%s%s%d", j.dir, asideSuffix, time.Now().UnixNano())
+	if err := os.Rename(j.dir, old); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(j.dir, e.Name())); err != nil {
-			return err
-		}
+	select {
+	case j.sweep <- old:
+		return nil
+	default:
+		return j.removeDir(old)
 	}
-	if !j.opts.NoSync {
-		if err := fsutil.SyncDir(j.dir); err != nil {
-			return err
-		}
-	}
-	return os.Remove(j.dir)
 }
 
-// Close closes the journal.
+// Close closes the journal and waits for the sweeper to delete what
+// Reset moved aside. It may be called again.
 func (j *Journal) Close() error {
+	if j.sweep != nil {
+		close(j.sweep)
+		<-j.swept
+		j.sweep = nil
+	}
 	if j.w == nil {
 		return nil
 	}

@@ -113,6 +113,62 @@ func TestReset(t *testing.T) {
 	sameIndexes(t, es, 21, 22)
 }
 
+// Reset moves the old journal aside and the sweeper deletes it: once the
+// journal is closed nothing of it is left, and a directory moved aside
+// that a crash left behind is deleted by the next Open, which reads only
+// the journal itself.
+func TestResetLeavesNothingAside(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "wal")
+	aside := func() []string {
+		t.Helper()
+		olds, err := filepath.Glob(dir + asideSuffix + "*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return olds
+	}
+	j, _ := mustOpen(t, dir)
+	for i := uint64(0); i < 3; i++ {
+		if err := j.Append(batch(10*i+1, 5)); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Reset(10*i + 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Append(batch(31, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if olds := aside(); len(olds) != 0 {
+		t.Fatalf("after Close, journals moved aside remain: %v", olds)
+	}
+	// A crash between the rename and the sweep: an old journal, with
+	// entries the data file holds, lies beside the live one.
+	stale := dir + asideSuffix + "1"
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "0000000000000000-0000000000000000.wal"), []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, es := mustOpen(t, dir)
+	defer j.Close()
+	sameIndexes(t, es, 31, 32)
+	if olds := aside(); len(olds) != 0 {
+		t.Fatalf("Open left journals moved aside: %v", olds)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}
+
 // A record torn by a crash (its bytes half written at the tail) is cut
 // off on open; everything before it is read back, and appending goes on.
 func TestTornTail(t *testing.T) {

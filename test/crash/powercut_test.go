@@ -82,6 +82,9 @@ func (c *cutCounts) add(mode powerfs.Mode, rep powerfs.Report) {
 	}
 }
 
+// journalBound is TestPowerCut's journal bound (bytes).
+const journalBound = 64 << 10
+
 // rng2 is a cheap per-cycle jitter for the maintenance loop, which runs
 // beside the test goroutine and so must not share its rand.Rand.
 func rng2(cycle int) int { return (cycle * 37) % 200 }
@@ -96,7 +99,9 @@ func rng2(cycle int) int { return (cycle * 37) % 200 }
 // Else the test would exercise nothing, so every cut whose trigger fired
 // must find unsynced changes (and roll them back, in a clean crash; a torn
 // one may keep them all), and more than half of all the cuts must find
-// some, whether their trigger fired in time or not. After each restart:
+// some, whether their trigger fired in time or not. The node switches to
+// a new journal every 64 KiB of entries, so cuts find that switch too.
+// After each restart:
 //   - every acknowledged write is there at the revision it was
 //     acknowledged at (none lost);
 //   - the revision never runs backwards;
@@ -121,7 +126,11 @@ func TestPowerCut(t *testing.T) {
 	// Registered before the server's own cleanup, so it runs after the
 	// server is dead; and after TempDir, so it runs before the removal.
 	t.Cleanup(func() { pfs.Close() })
-	srv := testutil.StartDyad(t, testutil.WithDataDir(filepath.Join(mnt, "data")))
+	// A journal bound of 64 KiB (against 64 MiB) has the node commit the
+	// data file and start a new journal, moving the old one aside, every
+	// few hundred writes: cuts land in that switch too.
+	srv := testutil.StartDyad(t, testutil.WithDataDir(filepath.Join(mnt, "data")),
+		testutil.WithArgs("--experimental-journal-max-bytes", strconv.Itoa(journalBound)))
 
 	var acked acks
 	checkpoints := map[int64]uint32{} // revision -> HashKV
