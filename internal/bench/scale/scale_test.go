@@ -36,11 +36,7 @@ func TestSection(t *testing.T) {
 		{Target: "dyad-pair", Serve: time.Second, PutRate: 100},
 		{Target: "etcd-3", Err: "start: no etcd"},
 	}}
-	var b strings.Builder
-	if err := r.Markdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
+	md := sectionOf(t, r)
 	for _, want := range []string{
 		"| figure | dyad | etcd-1 | dyad-pair | etcd-3 | dyad ÷ etcd-1 | dyad-pair ÷ etcd-3 |",
 		"| time to serve after restart | 2.00 s | 4.00 s | 1.00 s | failed | 0.50× | — |",
@@ -84,12 +80,9 @@ func TestRetryPutAfterTimeout(t *testing.T) {
 	}
 	r := &Result{Config: Config{Objects: 1000, ObjectSize: 2048, Watchers: 10, Writers: 2, Listers: 1, PageSize: 500, Duration: time.Second},
 		Rows: []Row{{Target: "dyad-pair", Retries: 3, TimedOut: 1}}}
-	var md strings.Builder
-	if err := r.Markdown(&md); err != nil {
-		t.Fatal(err)
-	}
-	if want := `dyad-pair: 3 requests retried after a transient error (no leader, unavailable; 1 of them puts answered "request timed out").`; !strings.Contains(md.String(), want) {
-		t.Errorf("section lacks %q:\n%s", want, md.String())
+	md := sectionOf(t, r)
+	if want := `dyad-pair: 3 requests retried after a transient error (no leader, unavailable; 1 of them puts answered "request timed out").`; !strings.Contains(md, want) {
+		t.Errorf("section lacks %q:\n%s", want, md)
 	}
 }
 
@@ -105,11 +98,7 @@ func TestSectionRounds(t *testing.T) {
 		{Target: "dyad", Round: 3, Serve: 2 * time.Second, PutRate: 400},
 		{Target: "etcd-1", Round: 3, Serve: 2 * time.Second, PutRate: 200},
 	}}
-	var b strings.Builder
-	if err := r.Markdown(&b); err != nil {
-		t.Fatal(err)
-	}
-	md := b.String()
+	md := sectionOf(t, r)
 	for _, want := range []string{
 		"| figure | dyad | etcd-1 | dyad ÷ etcd-1 | dyad-pair ÷ etcd-3 |",
 		// dyad: median of 9, 1, 2 s; etcd-1: of 4 and 2 s (round 2
@@ -126,4 +115,14 @@ func TestSectionRounds(t *testing.T) {
 	if strings.Contains(md, "failed |") {
 		t.Errorf("a target with a round that did not fail is shown as failed:\n%s", md)
 	}
+}
+
+// sectionOf renders r's Markdown section.
+func sectionOf(t *testing.T, r *Result) string {
+	t.Helper()
+	var b strings.Builder
+	if err := r.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

@@ -207,26 +207,21 @@ func (r *Result) Markdown(w io.Writer) error {
 		for _, d := range []string{"dyad", "dyad-pair"} {
 			dr, ok1 := r.find(d)
 			br, ok2 := r.find(baselines[d])
-			if !ok1 || !ok2 {
-				b.WriteString(" — |")
-				continue
+			if ok1 && ok2 {
+				dm, _, _ := pooled(dr, f.value)
+				if bm, _, _ := pooled(br, f.value); bm != 0 {
+					fmt.Fprintf(&b, " %.2f× |", dm/bm)
+					continue
+				}
 			}
-			dm, _, _ := pooled(dr, f.value)
-			bm, _, _ := pooled(br, f.value)
-			if bm == 0 {
-				b.WriteString(" — |")
-				continue
-			}
-			fmt.Fprintf(&b, " %.2f× |", dm/bm)
+			b.WriteString(" — |")
 		}
 		b.WriteString("\n")
 	}
 	for _, row := range r.Rows {
-		name := row.Target
-		if len(r.rounds(name)) > 1 {
-			name = fmt.Sprintf("%s (round %d)", name, row.Round)
+		if len(r.rounds(row.Target)) > 1 {
+			row.Target = fmt.Sprintf("%s (round %d)", row.Target, row.Round)
 		}
-		row.Target = name
 		if row.Retries > 0 {
 			fmt.Fprintf(&b, "\n%s: %d requests retried after a transient error (no leader, unavailable", row.Target, row.Retries)
 			if row.TimedOut > 0 {
