@@ -342,6 +342,9 @@ func (b *Backend) writeLayer(f *overlay) error {
 	sort.Strings(names)
 	for _, name := range names {
 		bk := tx.Bucket([]byte(name))
+		if bk != nil && appendOnly(name) {
+			bk.FillPercent = appendFill
+		}
 		f.trees[name].Ascend(func(it ovItem) bool {
 			switch {
 			case it.del && bk == nil:
@@ -363,6 +366,20 @@ func (b *Backend) writeLayer(f *overlay) error {
 		(*h)()
 	}
 	return b.commitTx(tx)
+}
+
+// appendFill is the fill at which bbolt splits a page of a bucket whose
+// keys only grow (appendOnly), as etcd sets for its key bucket. Such a
+// bucket's pages are never written into again once a later key passed
+// them, so the default split at half full would leave every page half
+// empty: twice the pages per commit (each a write of its own) and twice
+// the file.
+const appendFill = 0.9
+
+// appendOnly reports whether a bucket's new keys always sort after its
+// old ones: the key bucket's revisions and the replication log's indexes.
+func appendOnly(bucket string) bool {
+	return bucket == string(BucketKey) || bucket == string(BucketLog)
 }
 
 // commitTx commits tx durably, or rolls it back on an injected fault.

@@ -578,3 +578,57 @@ func sorted(m map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestAppendOnlyBucketsFillPages commits keys that only grow into each
+// kind of bucket, a batch at a time as the apply loop does, and checks
+// how full bbolt left the leaf pages: the key bucket and the log split
+// pages at appendFill, so they end about nine tenths full; any other
+// bucket keeps bbolt's default, half.
+func TestAppendOnlyBucketsFillPages(t *testing.T) {
+	const batches, perBatch = 40, 100
+	tests := []struct {
+		bucket   []byte
+		min, max float64 // the used share of the bucket's leaf pages
+	}{
+		{BucketKey, 0.8, 1},
+		{BucketLog, 0.8, 1},
+		{BucketLease, 0, 0.65},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.bucket), func(t *testing.T) {
+			b := openBatch(t, Options{BatchInterval: -1})
+			val := bytes.Repeat([]byte("v"), 200)
+			for i := range batches {
+				err := b.Apply(func(tx WriteTx) error {
+					for j := range perBatch {
+						if err := tx.Put(tc.bucket, PutUint64(uint64(i*perBatch+j)), val); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var st bolt.BucketStats
+			if err := b.db.View(func(tx *bolt.Tx) error {
+				st = tx.Bucket(tc.bucket).Stats()
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if st.KeyN != batches*perBatch {
+				t.Fatalf("%d keys in the bucket, want %d", st.KeyN, batches*perBatch)
+			}
+			used := float64(st.LeafInuse) / float64(st.LeafAlloc)
+			t.Logf("%s: %d leaf pages, %.2f used", tc.bucket, st.LeafPageN, used)
+			if used < tc.min || used > tc.max {
+				t.Fatalf("leaf pages of %s are %.2f used, want between %.2f and %.2f", tc.bucket, used, tc.min, tc.max)
+			}
+		})
+	}
+}
