@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"sort"
 	"time"
 
@@ -328,6 +329,13 @@ func (b *Backend) commitLayersLocked() error {
 
 // writeLayer writes f's puts and deletes to bbolt, bucket by bucket in key
 // order, and commits them durably.
+//
+// It yields its P every yieldEvery puts and deletes. Handing them to
+// bbolt is a burst of CPU (about half a millisecond for a layer of a
+// hundred puts, and longer for bigger ones) that Go preempts only after
+// 10 ms; meanwhile the apply loop's other P is often held by its wait in
+// C (see dds.WaitSet.Wait), so a gRPC answer or a request read readied
+// during the burst would wait for its end.
 func (b *Backend) writeLayer(f *overlay) error {
 	b.swap.RLock()
 	defer b.swap.RUnlock()
@@ -335,6 +343,7 @@ func (b *Backend) writeLayer(f *overlay) error {
 	if err != nil {
 		return err
 	}
+	n := 0 // puts and deletes handed to bbolt so far
 	names := make([]string, 0, len(f.trees))
 	for name := range f.trees {
 		names = append(names, name)
@@ -346,6 +355,9 @@ func (b *Backend) writeLayer(f *overlay) error {
 			bk.FillPercent = appendFill
 		}
 		f.trees[name].Ascend(func(it ovItem) bool {
+			if n++; n%yieldEvery == 0 {
+				runtime.Gosched()
+			}
 			switch {
 			case it.del && bk == nil:
 			case it.del:
@@ -367,6 +379,10 @@ func (b *Backend) writeLayer(f *overlay) error {
 	}
 	return b.commitTx(tx)
 }
+
+// yieldEvery is how many puts and deletes writeLayer hands bbolt between
+// two yields of its P.
+const yieldEvery = 32
 
 // appendFill is the fill at which bbolt splits a page of a bucket whose
 // keys only grow (appendOnly), as etcd sets for its key bucket. Such a

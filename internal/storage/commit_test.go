@@ -632,3 +632,50 @@ func TestAppendOnlyBucketsFillPages(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitYields commits a layer of many puts with one P, beside a
+// goroutine that counts its turns, and checks that it got turns while
+// the commit handed the layer to bbolt: the committer yields every
+// yieldEvery puts. Without the yields the counter would move only at Go's
+// preemption, every 10 ms, a few times at most.
+func TestCommitYields(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const puts = 20000
+	b := openBatch(t, Options{BatchInterval: -1, BatchLimit: 2 * puts})
+	err := b.Apply(func(tx WriteTx) error {
+		for i := range puts {
+			if err := tx.Put(BucketKey, PutUint64(uint64(i)), []byte("v")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turns atomic.Int64
+	var stop atomic.Bool
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		for !stop.Load() {
+			turns.Add(1)
+			runtime.Gosched()
+		}
+	}()
+	var during int64
+	hook := func() { during = turns.Load() } // after the last put, before bbolt's commit
+	b.commitHook.Store(&hook)
+	runtime.Gosched() // let the counter start
+	before := turns.Load()
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	stop.Store(true)
+	<-counted
+	got := during - before
+	t.Logf("the counter had %d turns while %d puts went to bbolt", got, puts)
+	if want := int64(puts / yieldEvery / 2); got < want {
+		t.Fatalf("the counter had %d turns while the commit handed %d puts to bbolt, want at least %d: the commit does not yield", got, puts, want)
+	}
+}
