@@ -6,7 +6,6 @@ package dds
 import "C"
 
 import (
-	"runtime"
 	"sync"
 	"time"
 )
@@ -195,20 +194,7 @@ func (w *WaitSet) Wait(timeout time.Duration, fn func(r *Reader, h *Header, payl
 	if timeout >= 0 {
 		ns = int64(timeout)
 	}
-	// First a take that does not block. Only if it finds nothing does
-	// the wait block, after a yield: a cgo call that blocks keeps its P
-	// (GOMAXPROCS slot) until the runtime's monitor takes it back, which
-	// can be milliseconds later when the process was quiet. A goroutine
-	// made runnable just before, such as gRPC's writer that yields once
-	// before it flushes an answer, would wait that long whenever the
-	// other Ps are busy, e.g. with a commit of the data file. The yield
-	// lets it run before this goroutine blocks in C. Under load the first
-	// take finds samples, so a busy loop neither yields nor blocks.
-	n := C.dyad_ws_wait_take(w.ws, 0)
-	if n == 0 && w.ws.woken == 0 && ns != 0 {
-		runtime.Gosched()
-		n = C.dyad_ws_wait_take(w.ws, C.int64_t(ns))
-	}
+	n := C.dyad_ws_wait_take(w.ws, C.int64_t(ns))
 	if n < 0 {
 		return WaitResult{}, ddsErr("dds_waitset_wait", C.dds_return_t(n))
 	}
