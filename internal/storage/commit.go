@@ -334,8 +334,8 @@ func (b *Backend) commitLayersLocked() error {
 // bbolt is a burst of CPU (about half a millisecond for a layer of a
 // hundred puts, and longer for bigger ones) that Go preempts only after
 // 10 ms; meanwhile the apply loop's other P is often held by its wait in
-// C (see dds.WaitSet.Wait), so a gRPC answer or a request read readied
-// during the burst would wait for its end.
+// C (the DDS waitset, internal/server/loopwait.go), so a gRPC answer or a
+// request read readied during the burst would wait for its end.
 func (b *Backend) writeLayer(f *overlay) error {
 	b.swap.RLock()
 	defer b.swap.RUnlock()
