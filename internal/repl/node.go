@@ -140,6 +140,10 @@ type Node struct {
 	proto protoState // the protocol versions spoken with the peer (admit.go)
 
 	reads []readWait
+	// settled is what the last releaseReads pass answered the pending
+	// reads against, when that pass left every one of them registered
+	// and waiting (valid); see ReadIndex.
+	settled readsSettled
 
 	rd           Ready     // what the next Ready will carry
 	handedCommit uint64    // the commit index of the last Ready handed out

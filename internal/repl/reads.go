@@ -52,11 +52,24 @@ type readWait struct {
 // among the reads not yet answered) at the caller's time now. A ReadState
 // naming it comes in a later Ready (or this one): served, once the entries
 // up to its Index are visible, or refused.
+//
+// A read that may not be served yet, arriving when nothing a pass over
+// the pending reads looks at has changed since the last pass, is only
+// queued: that pass left every pending read waiting, and it would leave
+// them waiting again. Without this a burst of reads arriving while a write
+// is in flight (a replica's reads wait for the commit index to cover what
+// it holds durable) cost a pass over all the earlier ones each: with a
+// hundred thousand queued, the replica's loop spent long enough on one
+// turn of reads that its primary stopped hearing it and went solo.
 func (n *Node) ReadIndex(id uint64, now int64) {
 	n.advanceClock(now)
 	switch {
 	case n.mayServe():
-		n.reads = append(n.reads, n.newRead(id))
+		r := n.newRead(id)
+		n.reads = append(n.reads, r)
+		if n.settled == n.readsNow() && !n.readSafe(r) {
+			return
+		}
 	case n.now < n.handoffUntil:
 		n.reads = append(n.reads, readWait{id: id, parked: true})
 	default:
@@ -160,10 +173,8 @@ func (n *Node) releaseReads() {
 			k++
 		case !serve:
 			n.refuseRead(r.id)
-		case n.role.Leads() && n.leaderIndex(r) <= n.commit:
-			n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Index: n.leaderIndex(r)})
-		case n.role == RoleReplica && n.replicaSafe(r.index):
-			n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Index: r.index})
+		case n.readSafe(r):
+			n.rd.ReadStates = append(n.rd.ReadStates, ReadState{ID: r.id, Index: n.readAt(r)})
 		default:
 			n.reads[k] = r
 			k++
@@ -171,6 +182,63 @@ func (n *Node) releaseReads() {
 	}
 	clear(n.reads[k:])
 	n.reads = n.reads[:k]
+	n.settled = readsSettled{}
+	if serve && !parked(n.reads) {
+		n.settled = n.readsNow()
+	}
+}
+
+// readSafe reports whether registered read r may be served now (the node
+// may serve: mayServe), and readAt the index it is served at.
+func (n *Node) readSafe(r readWait) bool {
+	switch {
+	case n.role.Leads():
+		return n.leaderIndex(r) <= n.commit
+	case n.role == RoleReplica:
+		return n.replicaSafe(r.index)
+	}
+	return false
+}
+
+func (n *Node) readAt(r readWait) uint64 {
+	if n.role.Leads() {
+		return n.leaderIndex(r)
+	}
+	return r.index
+}
+
+// readsSettled is everything besides the read itself that decides
+// whether a registered read is refused, parked or served: a pass over the
+// pending reads that left all of them waiting (valid: it found the node
+// serving and none parked) leaves them waiting again while this is
+// unchanged. The lease is in it as its end: a node that may serve now
+// under the same lease end as at the pass (pass time < leaseUntil, now <
+// leaseUntil, and the clock never runs back) held it throughout; a lease
+// renewed in between moved the end and makes the next read take a pass.
+type readsSettled struct {
+	valid      bool
+	role       Role
+	epoch      Epoch
+	commit     uint64
+	leaseUntil int64
+	snapReq    uint64 // a replica serves only while no snapshot is asked
+	sendsFirst bool   // SendsBeforeFlush (leaderIndex)
+	waitsDur   bool   // readsWaitDurable (leaderIndex)
+}
+
+func (n *Node) readsNow() readsSettled {
+	return readsSettled{valid: true, role: n.role, epoch: n.epoch, commit: n.commit,
+		leaseUntil: n.det.leaseUntil, snapReq: n.peer.Snap.Req,
+		sendsFirst: n.SendsBeforeFlush(), waitsDur: n.readsWaitDurable()}
+}
+
+func parked(rs []readWait) bool {
+	for _, r := range rs {
+		if r.parked {
+			return true
+		}
+	}
+	return false
 }
 
 // failReads answers the reads registered before a role change: the index

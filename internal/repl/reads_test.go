@@ -1,6 +1,7 @@
 package repl
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -58,5 +59,77 @@ func TestReadGrantRevokedBySnapshot(t *testing.T) {
 	rd := n.Ready()
 	if rd.ReadGrant != (ReadGrant{}) || !rd.ReadGrant.Narrows(g) {
 		t.Fatalf("grant after asking for a snapshot: %+v, want none", rd.ReadGrant)
+	}
+}
+
+// TestReadsWaitingForTheCommitIndex: reads reaching a replica while a
+// write is in flight (durable here, not yet known committed) wait for the
+// commit index; one arriving while nothing else changed only joins them,
+// and one arriving after the commit index moved, by any path, is answered
+// with all of them.
+func TestReadsWaitingForTheCommitIndex(t *testing.T) {
+	const now = int64(10 * time.Second)
+	served := func(ids ...uint64) []ReadState {
+		var rs []ReadState
+		for _, id := range ids {
+			rs = append(rs, ReadState{ID: id, Index: 5})
+		}
+		return rs
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(n *Node)
+		want   []ReadState
+	}{
+		{"nothing changed", func(*Node) {}, nil},
+		{"the lease was renewed", func(n *Node) { n.det.leaseUntil += int64(time.Second) }, nil},
+		{"the commit index covers them", func(n *Node) { n.commit = 5 }, served(1, 2, 3)},
+		{"the commit index covers them after a renewal", func(n *Node) {
+			n.det.leaseUntil += int64(time.Second)
+			n.commit = 5
+		}, served(1, 2, 3)},
+		{"the lease ran out", func(n *Node) { n.det.leaseUntil = now }, []ReadState{{ID: 3, Refused: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := NewNode(Config{ID: 2, Peer: 1}, RestartState{Now: now, Last: 5, Applied: 3})
+			n.role = RoleReplica
+			n.verified = true
+			n.det.leaseUntil = now + int64(time.Second)
+			n.commit = 3
+			if n.persisted != 5 {
+				t.Fatalf("durable index %d, want 5", n.persisted)
+			}
+			n.ReadIndex(1, now)
+			n.ReadIndex(2, now)
+			if rs := n.Ready().ReadStates; len(rs) != 0 {
+				t.Fatalf("reads answered before the commit index covers them: %+v", rs)
+			}
+			n.Advance()
+			tc.change(n)
+			n.ReadIndex(3, now+int64(time.Millisecond))
+			if rs := n.Ready().ReadStates; !slices.Equal(rs, tc.want) {
+				t.Fatalf("answered %+v, want %+v", rs, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkReadsWaiting: one op registers a read on a replica that holds
+// b.N reads already waiting for a write in flight; it costs the same
+// however many wait.
+func BenchmarkReadsWaiting(b *testing.B) {
+	const now = int64(10 * time.Second)
+	n := NewNode(Config{ID: 2, Peer: 1}, RestartState{Now: now, Last: 5, Applied: 3})
+	n.role = RoleReplica
+	n.verified = true
+	n.det.leaseUntil = now + int64(time.Hour)
+	n.commit = 3
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n.ReadIndex(uint64(i+1), now)
+	}
+	b.StopTimer()
+	if w := len(n.reads); w != b.N {
+		b.Fatalf("%d reads waiting after %d", w, b.N)
 	}
 }
