@@ -56,7 +56,8 @@ type readWait struct {
 // A read that may not be served yet, arriving when nothing a pass over
 // the pending reads looks at has changed since the last pass, is only
 // queued: that pass left every pending read waiting, and it would leave
-// them waiting again. Without this a burst of reads arriving while a write
+// them waiting again. The shortcut never answers a read, so at worst it
+// delays one to the next pass, which every Tick runs. Without this a burst of reads arriving while a write
 // is in flight (a replica's reads wait for the commit index to cover what
 // it holds durable) cost a pass over all the earlier ones each: with a
 // hundred thousand queued, the replica's loop spent long enough on one
@@ -256,6 +257,7 @@ func (n *Node) failReads() {
 	}
 	clear(n.reads[k:])
 	n.reads = n.reads[:k]
+	n.settled = readsSettled{} // parked reads await a pass
 }
 
 func (n *Node) refuseRead(id uint64) {

@@ -79,6 +79,7 @@ func TestFull(t *testing.T) {
 	// figure is the mean of its three. With two runs each, one run of
 	// either moved the ratio by 0.1 (single runs ranged 9.2-12.8 s).
 	took := map[backend][]time.Duration{}
+	storeCPU := map[backend][]time.Duration{}
 	order := []backend{backendEtcd2, backendDyad, backendEtcd2, backendEtcd2, backendDyad, backendDyad, backendEtcd2}
 	for i, b := range order {
 		name := "scale-" + string(b)
@@ -87,25 +88,32 @@ func TestFull(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			s := newSite(t, &bins, siteOptions{backend: b, nodesPerZone: 10})
+			cpu0 := s.cpuTimes()
 			d, errs := s.scale(10, 100, 10*time.Minute)
+			cpu := s.cpuTimes().since(cpu0)
 			what := string(b)
 			if i == 0 {
 				what += " (warm-up, not counted)"
 			}
-			figure(t, "%s: 1,000 pods (10 deployments x 100, created at once) all Running in %v, %d errors, stuck pods nudged %d, controller restarts %d", what, d.Round(100*time.Millisecond), errs, s.nudges.Load(), s.restarts())
+			figure(t, "%s: 1,000 pods (10 deployments x 100, created at once) all Running in %v, %d errors, stuck pods nudged %d, controller restarts %d; CPU: store %v, whole site %v (%.0f%% store)",
+				what, d.Round(100*time.Millisecond), errs, s.nudges.Load(), s.restarts(),
+				cpu.store.Round(10*time.Millisecond), cpu.site.Round(10*time.Millisecond), 100*cpu.store.Seconds()/max(cpu.site.Seconds(), 0.01))
 			s.dumpMetrics()
 			if errs != 0 {
 				t.Errorf("%d errors creating the deployments", errs)
 			}
 			if i > 0 {
 				took[b] = append(took[b], d)
+				storeCPU[b] = append(storeCPU[b], cpu.store)
 			}
 		})
 	}
 	if a, e := took[backendDyad], took[backendEtcd2]; len(a) == 3 && len(e) == 3 {
 		ma, me := mean(a), mean(e)
-		figure(t, "1,000 pods, mean of three runs each after a warm-up (%s): dyad %v (%v), etcd2 %v (%v), dyad / etcd2 %.2fx",
-			runOrder(order[1:]), ma.Round(100*time.Millisecond), roundAll(a), me.Round(100*time.Millisecond), roundAll(e), ma.Seconds()/me.Seconds())
+		ca, ce := mean(storeCPU[backendDyad]), mean(storeCPU[backendEtcd2])
+		figure(t, "1,000 pods, mean of three runs each after a warm-up (%s): dyad %v (%v), etcd2 %v (%v), dyad / etcd2 %.2fx; store CPU per run dyad %v, etcd2 %v (%.2fx)",
+			runOrder(order[1:]), ma.Round(100*time.Millisecond), roundAll(a), me.Round(100*time.Millisecond), roundAll(e), ma.Seconds()/me.Seconds(),
+			ca.Round(10*time.Millisecond), ce.Round(10*time.Millisecond), ca.Seconds()/max(ce.Seconds(), 0.001))
 	}
 	// The same zone loss on etcd: two members (one per zone), and three with
 	// two in the lost zone. Frozen writes are the expected outcome.
@@ -180,6 +188,50 @@ func (s *site) scale(deployments, replicas int, within time.Duration) (time.Dura
 		return total == want, nil
 	}, testutil.ZoneA)
 	return time.Since(start), n
+}
+
+// siteCPU is CPU time used by a site's processes: its store members, and
+// all of them (store, apiservers, controller managers, schedulers, kwok).
+type siteCPU struct{ store, site time.Duration }
+
+func (c siteCPU) since(o siteCPU) siteCPU { return siteCPU{c.store - o.store, c.site - o.site} }
+
+// cpuTimes reads the CPU time the site's running processes have used so
+// far. A process that exited is left out, so a difference of two readings
+// is exact only when none exited or was restarted in between: the scale
+// figures report the controller restarts beside it.
+func (s *site) cpuTimes() siteCPU {
+	var c siteCPU
+	add := func(p *testutil.Proc, store bool) {
+		if p == nil || p.Exited() {
+			return
+		}
+		d, err := p.CPUTime()
+		if err != nil {
+			return
+		}
+		c.site += d
+		if store {
+			c.store += d
+		}
+	}
+	for _, m := range s.running() {
+		add(m.proc, true)
+	}
+	for z := range s.zones {
+		zp := &s.zones[z]
+		add(zp.apiserver, false)
+		for _, sv := range []*supervisor{zp.kcm, zp.scheduler, zp.kwok} {
+			if sv == nil {
+				continue
+			}
+			sv.mu.Lock()
+			p := sv.proc
+			sv.mu.Unlock()
+			add(p, false)
+		}
+	}
+	return c
 }
 
 // rollingRestart restarts the dyad nodes one at a time, the replica

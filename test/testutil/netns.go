@@ -725,20 +725,52 @@ func procStart(pid int) (uint64, error) {
 
 // procStat returns the start time and the state letter of process pid.
 func procStat(pid int) (start uint64, state string, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procStatFields(pid)
 	if err != nil {
 		return 0, "", err
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64) // field 22
+	return start, f[0], err
+}
+
+// procStatFields returns the fields of /proc/<pid>/stat from field 3 (the
+// state) on: field n is at index n-3. At least 20 are there (up to the
+// start time).
+func procStatFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
 	}
 	// The command name (field 2) is in parentheses and may contain spaces.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, "", fmt.Errorf("/proc/%d/stat: malformed", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: malformed", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); field 22 is f[19].
 	if len(f) < 20 {
-		return 0, "", fmt.Errorf("/proc/%d/stat: malformed", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: malformed", pid)
 	}
-	start, err = strconv.ParseUint(f[19], 10, 64)
-	return start, f[0], err
+	return f, nil
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: clock ticks of
+// USER_HZ, which Linux fixes at 100 for what it shows user space.
+const userHZ = 100
+
+// procCPU is the CPU time process pid has used so far, user and system
+// (fields 14 and 15 of /proc/<pid>/stat).
+func procCPU(pid int) (time.Duration, error) {
+	f, err := procStatFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	var ticks uint64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }

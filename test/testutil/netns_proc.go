@@ -72,6 +72,10 @@ func startProc(ns string, zone Zone, seq int, dir string, env []string, bin stri
 // binary's own pid (not a wrapper's) once it has started.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
+// CPUTime is the CPU time (user and system) the process has used so far;
+// an error once it has been reaped.
+func (p *Proc) CPUTime() (time.Duration, error) { return procCPU(p.Pid()) }
+
 // Zone is the zone the process runs in.
 func (p *Proc) Zone() Zone { return p.zone }
 
