@@ -6,6 +6,16 @@ import (
 	"time"
 )
 
+// verifiedReplica is a replica that verified its log (last index last,
+// applied up to applied) and holds its read lease for a second after now.
+func verifiedReplica(now int64, last, applied uint64) *Node {
+	n := NewNode(Config{ID: 2, Peer: 1}, RestartState{Now: now, Last: last, Applied: applied})
+	n.role = RoleReplica
+	n.verified = true
+	n.det.leaseUntil = now + int64(time.Second)
+	return n
+}
+
 // TestReplicaResyncingRefusesReads: a replica holding its read lease
 // refuses a linearizable read while it replaces its state from a
 // snapshot, and serves one once it no longer does. (The interaction
@@ -13,10 +23,7 @@ import (
 // replica that needs a snapshot in every path they reach.)
 func TestReplicaResyncingRefusesReads(t *testing.T) {
 	const now = int64(10 * time.Second)
-	n := NewNode(Config{ID: 2, Peer: 1}, RestartState{Now: now, Last: 3, Applied: 3})
-	n.role = RoleReplica
-	n.verified = true
-	n.det.leaseUntil = now + int64(time.Second)
+	n := verifiedReplica(now, 3, 3)
 	n.peer.Snap.Req = 7
 
 	n.ReadIndex(1, now)
@@ -38,10 +45,7 @@ func TestReplicaResyncingRefusesReads(t *testing.T) {
 // publishes that before it drops the state it shows).
 func TestReadGrantRevokedBySnapshot(t *testing.T) {
 	const now = int64(10 * time.Second)
-	n := NewNode(Config{ID: 2, Peer: 1}, RestartState{Now: now, Last: 3, Applied: 3})
-	n.role = RoleReplica
-	n.verified = true
-	n.det.leaseUntil = now + int64(time.Second)
+	n := verifiedReplica(now, 3, 3)
 
 	if !n.HasReady() {
 		t.Fatal("a new grant gives no Ready")
@@ -91,10 +95,7 @@ func TestReadsWaitingForTheCommitIndex(t *testing.T) {
 		{"the lease ran out", func(n *Node) { n.det.leaseUntil = now }, []ReadState{{ID: 3, Refused: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := NewNode(Config{ID: 2, Peer: 1}, RestartState{Now: now, Last: 5, Applied: 3})
-			n.role = RoleReplica
-			n.verified = true
-			n.det.leaseUntil = now + int64(time.Second)
+			n := verifiedReplica(now, 5, 3)
 			n.commit = 3
 			if n.persisted != 5 {
 				t.Fatalf("durable index %d, want 5", n.persisted)
@@ -119,9 +120,7 @@ func TestReadsWaitingForTheCommitIndex(t *testing.T) {
 // however many wait.
 func BenchmarkReadsWaiting(b *testing.B) {
 	const now = int64(10 * time.Second)
-	n := NewNode(Config{ID: 2, Peer: 1}, RestartState{Now: now, Last: 5, Applied: 3})
-	n.role = RoleReplica
-	n.verified = true
+	n := verifiedReplica(now, 5, 3)
 	n.det.leaseUntil = now + int64(time.Hour)
 	n.commit = 3
 	b.ResetTimer()
