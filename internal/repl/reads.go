@@ -57,11 +57,12 @@ type readWait struct {
 // the pending reads looks at has changed since the last pass, is only
 // queued: that pass left every pending read waiting, and it would leave
 // them waiting again. The shortcut never answers a read, so at worst it
-// delays one to the next pass, which every Tick runs. Without this a burst of reads arriving while a write
-// is in flight (a replica's reads wait for the commit index to cover what
-// it holds durable) cost a pass over all the earlier ones each: with a
-// hundred thousand queued, the replica's loop spent long enough on one
-// turn of reads that its primary stopped hearing it and went solo.
+// delays one to the next pass, which every Tick runs. Without it a burst
+// of reads arriving while a write is in flight (a replica's reads wait
+// for the commit index to cover what it holds durable) cost a pass over
+// all the earlier ones each, time quadratic in the burst: one turn of the
+// replica's loop could then outlast a lease, and its primary, no longer
+// hearing it, went solo.
 func (n *Node) ReadIndex(id uint64, now int64) {
 	n.advanceClock(now)
 	switch {

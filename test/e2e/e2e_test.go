@@ -225,10 +225,7 @@ func (s *site) cpuTimes() siteCPU {
 			if sv == nil {
 				continue
 			}
-			sv.mu.Lock()
-			p := sv.proc
-			sv.mu.Unlock()
-			add(p, false)
+			add(sv.current(), false)
 		}
 	}
 	return c

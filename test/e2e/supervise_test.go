@@ -51,9 +51,7 @@ func (sv *supervisor) run() {
 			return
 		case <-t.C:
 		}
-		sv.mu.Lock()
-		p := sv.proc
-		sv.mu.Unlock()
+		p := sv.current()
 		if !p.Exited() {
 			continue
 		}
@@ -79,10 +77,14 @@ func (sv *supervisor) kill() {
 		close(sv.stop)
 	}
 	<-sv.done
+	sv.current().Kill9()
+}
+
+// current is the process now running under sv (the last one started).
+func (sv *supervisor) current() *testutil.Proc {
 	sv.mu.Lock()
-	p := sv.proc
-	sv.mu.Unlock()
-	p.Kill9()
+	defer sv.mu.Unlock()
+	return sv.proc
 }
 
 // Restarts is how often the process was restarted.
