@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -178,7 +179,14 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 				if workDir, err = bench.DefaultWorkDir(); err != nil {
 					return err
 				}
-				if !keep {
+				if keep {
+					// What is kept is every target's data directory of
+					// every cell and round beside its log: a full
+					// matrix keeps gigabytes, so say where and how much.
+					defer func() {
+						fmt.Fprintf(cmd.ErrOrStderr(), "kept: %s (%s; remove it when done)\n", workDir, humanBytes(diskUsage(workDir)))
+					}()
+				} else {
 					defer os.RemoveAll(workDir)
 				}
 			}
@@ -262,7 +270,7 @@ scripts/bench.sh installs and builds everything, then runs this command.`,
 	fl.StringVar(&dyadBin, "dyad-bin", "", "dyad binary the dyad targets run (default: this one).")
 	fl.StringVar(&pgBin, "pg-bin-dir", "", "PostgreSQL bin directory with initdb and postgres (default: Debian's newest /usr/lib/postgresql/*/bin).")
 	fl.StringVar(&workDir, "work-dir", "", "Directory for the targets' data and logs (default: a fresh temporary one, removed afterwards).")
-	fl.BoolVar(&keep, "keep", false, "Keep the temporary work directory (servers' logs) after the run.")
+	fl.BoolVar(&keep, "keep", false, "Keep the temporary work directory after the run: every target's data directory and log, per cell and round (a full matrix keeps several GB; its path and size are printed at the end).")
 	fl.StringVar(&logLevel, "server-log-level", "warn", "Log level of the dyad and etcd servers the bench starts.")
 	return cmd
 }
@@ -334,4 +342,34 @@ func defaultPeersDir() string {
 		return filepath.Join(d, "peers", "bin")
 	}
 	return filepath.Join(".cache", "peers", "bin")
+}
+
+// diskUsage is the bytes the regular files under dir hold (what a kept
+// work directory costs); unreadable entries are skipped.
+func diskUsage(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// humanBytes formats n in binary units, one decimal (e.g. "5.3 GiB").
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/unit, 0
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -75,5 +77,48 @@ func TestFloorLayouts(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestHumanBytes: sizes print in the largest binary unit below them.
+func TestHumanBytes(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1024, "1.0 KiB"},
+		{1536, "1.5 KiB"},
+		{5 << 20, "5.0 MiB"},
+		{53 << 29, "26.5 GiB"},
+	} {
+		if got := humanBytes(c.n); got != c.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
+
+// TestDiskUsage: a kept work directory's size counts the regular files
+// of every level under it, and nothing else.
+func TestDiskUsage(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string, n int) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.log", 100)
+	write("round0/dyad/member/snap/db", 4096)
+	write("round1/etcd-3/m1/wal/0.wal", 7)
+	if err := os.Symlink(filepath.Join(dir, "a.log"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := diskUsage(dir), int64(100+4096+7); got != want {
+		t.Errorf("diskUsage = %d, want %d", got, want)
 	}
 }
