@@ -124,6 +124,23 @@ func (n *Node) stepLeaving(m *Message) {
 	if !current {
 		return
 	}
+	// A hand-over to it has failed: a Leaving is the last message of the
+	// peer's run, and a replica that had taken the hand-over would lead,
+	// and a leader sends no Leaving. The caller hears so now, not a lease
+	// later when the peer counts as dead (both nodes stopped at once made
+	// every clean stop of a pair wait for that, then log a failure). A
+	// hand-over already sent stays sent, as on that silence
+	// (stepHandedOver): only its answer comes sooner.
+	if h := n.handover; h != nil {
+		if h.sent {
+			if !h.answered {
+				n.answerHandover(h, ErrPeerLeft)
+				n.handoffUntil = 0
+			}
+		} else {
+			n.endHandover(ErrPeerLeft)
+		}
+	}
 	// The run's heartbeats still in flight are stale: the peer is gone
 	// until a new run is heard.
 	n.det.PeerLeft()

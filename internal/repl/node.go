@@ -2,6 +2,7 @@ package repl
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -456,6 +457,9 @@ var (
 	ErrStaleSnapshot = errors.New("repl: the snapshot is older than this node's state")
 	// ErrNotSynchronous: no live synchronous replica to hand over to.
 	ErrNotSynchronous = errors.New("repl: the replica is not a live synchronous replica")
+	// ErrPeerLeft: the replica stopped on purpose (KindLeaving) without
+	// taking the hand-over; it is an ErrNotSynchronous.
+	ErrPeerLeft = fmt.Errorf("%w: it is stopping", ErrNotSynchronous)
 	// ErrBusy: a hand-over is already under way.
 	ErrBusy = errors.New("repl: a hand-over is already under way")
 )

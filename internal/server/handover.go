@@ -141,16 +141,22 @@ func (s *Server) onHandoverResult(res *repl.HandoverResult) {
 	r := s.repl
 	h := r.handover
 	r.handover = nil
-	if res.Err != nil {
+	// A replica that stopped on purpose during the hand-over (both nodes
+	// of a pair stopped at once) is no failure: the caller hears that
+	// there is no live replica, which a planned stop (StepDown) takes as
+	// nothing to hand over to.
+	var answer error
+	switch {
+	case errors.Is(res.Err, repl.ErrPeerLeft):
+		s.log.Info("hand-over ended: the replica is stopping", "role", s.Role().String())
+		answer = errNotSynchronous
+	case res.Err != nil:
 		s.log.Warn("hand-over failed", "err", res.Err)
+		answer = errTransfer
 	}
 	if h == nil || h.done == nil {
 		return
 	}
-	if res.Err != nil {
-		h.done <- errTransfer
-	} else {
-		h.done <- nil
-	}
+	h.done <- answer
 	h.done = nil
 }

@@ -485,6 +485,13 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String is everything logged so far.
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
 // roleChange waits until the node has logged a change of role from -> to
 // and returns that line. The node publishes a new role before it logs the
 // change, so a test that saw the role must still wait for the line.
@@ -537,4 +544,37 @@ func TestPairReplicaLeaving(t *testing.T) {
 		t.Fatalf("the primary went solo without the replica's leaving message (it waited out the lease): %s", line)
 	}
 	put(t, a.cli, "k", "alone")
+}
+
+// A planned stop of the primary while its replica stops too (both nodes
+// of a pair stopped at once, as a Ctrl-C of scripts/run.sh does): the
+// replica leaves without taking the hand-over, and its leaving message
+// answers the hand-over. The primary's StepDown then finds nothing to
+// hand over to, as for a primary alone, instead of waiting a lease for
+// the silent replica and failing.
+func TestPairStepDownWhileReplicaLeaves(t *testing.T) {
+	net := transport.NewMemNet()
+	a, b, logs := startPairLoggingPrimary(t, net)
+	waitRole(t, a, repl.RolePrimary)
+	waitRole(t, b, repl.RoleReplica)
+	waitLease(t, b)
+	put(t, a.cli, "k", "v")
+
+	net.BlockClass(1, 2, transport.Control, true) // the hand-over never reaches b
+	ctx, cancel := context.WithTimeout(context.Background(), 20*testLease)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.srv.StepDown(ctx) }()
+	logs.roleChange(t, repl.RolePrimary, repl.RoleWaiting) // sent: a gave its role up
+	b.stop()
+	if err := <-done; err != nil {
+		t.Fatalf("StepDown while the replica left: %v (want nil: nothing to hand over to)", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "hand-over ended: the replica is stopping") {
+		t.Errorf("no log line saying the hand-over ended on the replica's stop:\n%s", out)
+	}
+	if strings.Contains(out, "hand-over failed") {
+		t.Errorf("the replica's planned stop was logged as a failed hand-over:\n%s", out)
+	}
 }
