@@ -136,9 +136,20 @@ func (n *Node) stepHandedOver() {
 	case h.answered && n.peerFresh() && p.Run != 0 && p.Run != h.peerRun:
 		n.endHandover(ErrNotSynchronous)
 	case n.det.PeerDead(n.now) && !h.answered:
-		n.answerHandover(h, ErrNotSynchronous)
-		n.handoffUntil = 0
+		n.lapseHandover(h, ErrNotSynchronous)
 	}
+}
+
+// lapseHandover answers the caller of a sent hand-over whose replica is
+// gone (silent: stepHandedOver; or stopped on purpose: stepLeaving) with
+// err, unless it was answered already. The hand-over itself stays sent:
+// only a later answer of the peer, or its new run, ends it.
+func (n *Node) lapseHandover(h *handoverState, err error) {
+	if h.answered {
+		return
+	}
+	n.answerHandover(h, err)
+	n.handoffUntil = 0
 }
 
 // stepHandoverAck takes the replica's answer.

@@ -131,15 +131,12 @@ func (n *Node) stepLeaving(m *Message) {
 	// every clean stop of a pair wait for that, then log a failure). A
 	// hand-over already sent stays sent, as on that silence
 	// (stepHandedOver): only its answer comes sooner.
-	if h := n.handover; h != nil {
-		if h.sent {
-			if !h.answered {
-				n.answerHandover(h, ErrPeerLeft)
-				n.handoffUntil = 0
-			}
-		} else {
-			n.endHandover(ErrPeerLeft)
-		}
+	switch h := n.handover; {
+	case h == nil:
+	case h.sent:
+		n.lapseHandover(h, ErrPeerLeft)
+	default:
+		n.endHandover(ErrPeerLeft)
 	}
 	// The run's heartbeats still in flight are stale: the peer is gone
 	// until a new run is heard.
